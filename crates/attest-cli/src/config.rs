@@ -1,0 +1,139 @@
+//! `attest.toml`: file schema and lookup. Precedence everywhere: command-line
+//! flag, then environment variable, then config file, then built-in default.
+
+use anyhow::{bail, Context, Result};
+use attest_protocol::Permission;
+use attest_tools::CommandToolConfig;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub run: RunSection,
+    #[serde(default)]
+    pub provider: ProviderSection,
+    #[serde(default)]
+    pub retry: RetrySection,
+    /// Per-tool permission overrides: `tool = "allow" | "ask" | "deny"`.
+    #[serde(default)]
+    pub permissions: BTreeMap<String, Permission>,
+    #[serde(default)]
+    pub tools: Vec<CommandToolConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    pub expect: Option<String>,
+    pub max_steps: Option<u32>,
+    pub max_corrections: Option<u32>,
+    pub stream: Option<bool>,
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSection {
+    /// `openai`, `anthropic` or `scripted`.
+    pub name: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub script: Option<PathBuf>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub request_timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySection {
+    pub max_retries: Option<u32>,
+    pub initial_backoff_ms: Option<u64>,
+    pub max_backoff_ms: Option<u64>,
+}
+
+/// Where the config came from, for messages.
+#[derive(Debug)]
+pub struct LoadedConfig {
+    pub file: ConfigFile,
+    pub path: Option<PathBuf>,
+}
+
+/// Load `explicit`, else `<workspace>/attest.toml`, else the user config
+/// (`$XDG_CONFIG_HOME/attest/config.toml` or `~/.config/attest/config.toml`).
+/// An explicit file that does not exist is an error; the others are optional.
+pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<LoadedConfig> {
+    if let Some(path) = explicit {
+        if !path.is_file() {
+            bail!("config file {} does not exist", path.display());
+        }
+        return read(path);
+    }
+    let candidates = [Some(workspace.join("attest.toml")), user_config_path()];
+    for path in candidates.into_iter().flatten() {
+        if path.is_file() {
+            return read(&path);
+        }
+    }
+    Ok(LoadedConfig {
+        file: ConfigFile::default(),
+        path: None,
+    })
+}
+
+fn read(path: &Path) -> Result<LoadedConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let file: ConfigFile =
+        toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))?;
+    Ok(LoadedConfig {
+        file,
+        path: Some(path.to_path_buf()),
+    })
+}
+
+fn user_config_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("attest").join("config.toml"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_config_and_rejects_unknown_keys() {
+        let text = r#"
+[run]
+expect = "observe"
+max_steps = 5
+[provider]
+name = "openai"
+base_url = "http://127.0.0.1:1/v1"
+model = "m"
+[retry]
+max_retries = 1
+[permissions]
+shell = "deny"
+[[tools]]
+name = "send_message"
+description = "Send"
+effect = "deliver"
+command = ["python3", "send.py"]
+evidence = "/message_id"
+"#;
+        let cfg: ConfigFile = toml::from_str(text).unwrap();
+        assert_eq!(cfg.run.max_steps, Some(5));
+        assert_eq!(cfg.permissions["shell"], Permission::Deny);
+        assert_eq!(cfg.tools[0].name, "send_message");
+        let err = toml::from_str::<ConfigFile>("[run]\nmax_stepz = 3").unwrap_err();
+        assert!(err.to_string().contains("max_stepz"), "{err}");
+    }
+}

@@ -1,0 +1,48 @@
+//! The `attest` binary: the only crate that knows about terminals, flags,
+//! config files, environment variables and JSONL output.
+
+mod config;
+mod render;
+mod run_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit code for usage and configuration errors.
+const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "attest",
+    version,
+    about = "An evidence-first agent harness: the model proposes, attest executes, receipts decide."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one task non-interactively; the exit code says how it ended
+    /// (0 completed, 3 unverified, 4 incomplete, 5 failed, 130 cancelled).
+    Run(run_cmd::RunArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("attest: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let code = match cli.command {
+        Command::Run(args) => runtime.block_on(run_cmd::execute(args)),
+    };
+    ExitCode::from(code)
+}

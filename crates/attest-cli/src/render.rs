@@ -1,0 +1,141 @@
+//! Human output: progress on stderr, the answer on stdout.
+
+use attest_protocol::{Event, EventBody, ReceiptStatus, TerminalState};
+use std::io::Write;
+use std::path::Path;
+
+pub struct HumanRenderer {
+    provider_label: String,
+    log_path: String,
+}
+
+impl HumanRenderer {
+    pub fn new(provider_label: &str, log_path: &Path) -> Self {
+        HumanRenderer {
+            provider_label: provider_label.to_string(),
+            log_path: log_path.display().to_string(),
+        }
+    }
+
+    pub fn on_event(&mut self, event: &Event) {
+        let mut err = std::io::stderr().lock();
+        // Write errors on a closed terminal are not worth failing a run for.
+        let _ = match &event.body {
+            EventBody::RunStarted {
+                contract,
+                session_id,
+                ..
+            } => writeln!(
+                err,
+                "attest: run {} ({}, contract {}, session {session_id})",
+                event.run_id, self.provider_label, contract.kind
+            ),
+            EventBody::Progress { text, .. } => writeln!(err, "  … {}", one_line(text, 200)),
+            EventBody::ToolStarted {
+                tool_name,
+                arguments,
+                ..
+            } => writeln!(
+                err,
+                "  → {tool_name} {}",
+                one_line(&arguments.to_string(), 160)
+            ),
+            EventBody::ToolResult {
+                tool_name,
+                status,
+                receipt,
+                output_preview,
+                ..
+            } => {
+                let mark = if *status == ReceiptStatus::Ok {
+                    "✓"
+                } else {
+                    "✗"
+                };
+                let mut detail = String::new();
+                if let Some(h) = &receipt.evidence.sha256 {
+                    detail.push_str(&format!(" sha256 {}", &h[..h.len().min(12)]));
+                }
+                if let Some(c) = receipt.evidence.exit_code {
+                    detail.push_str(&format!(" exit {c}"));
+                }
+                if let Some(id) = &receipt.evidence.message_id {
+                    detail.push_str(&format!(" id {id}"));
+                }
+                if *status != ReceiptStatus::Ok {
+                    detail.push_str(&format!(" — {}", one_line(output_preview, 160)));
+                }
+                writeln!(
+                    err,
+                    "  {mark} {tool_name} {} ({} ms){detail}",
+                    status.as_str(),
+                    receipt.duration_ms()
+                )
+            }
+            EventBody::ApprovalRequested { tool_name, .. } => {
+                writeln!(err, "  ? approval requested for {tool_name}")
+            }
+            EventBody::ApprovalResolved {
+                tool_name,
+                approved,
+                decided_by,
+                ..
+            } => writeln!(
+                err,
+                "  {} {tool_name} {} by {decided_by}",
+                if *approved { "✓" } else { "✗" },
+                if *approved { "approved" } else { "denied" }
+            ),
+            EventBody::CorrectiveInjected { missing, .. } => {
+                writeln!(err, "  ↻ corrective turn: missing {missing}")
+            }
+            EventBody::ProtocolError { kind, detail, .. } => {
+                writeln!(err, "  ! protocol error ({kind:?}): {detail}")
+            }
+            EventBody::ProviderRetry {
+                attempt,
+                delay_ms,
+                error,
+                ..
+            } => writeln!(
+                err,
+                "  ⟳ provider retry {attempt} in {delay_ms} ms: {}",
+                one_line(error, 160)
+            ),
+            EventBody::Final { .. } => Ok(()),
+            EventBody::Done {
+                state,
+                reason,
+                answer,
+                basis,
+                steps,
+                ..
+            } => {
+                let _ = writeln!(
+                    err,
+                    "attest: {state} ({reason}) after {steps} step(s): {basis}\nattest: trace {}",
+                    self.log_path
+                );
+                let mut out = std::io::stdout().lock();
+                match (state, answer) {
+                    (TerminalState::Completed, Some(a)) => writeln!(out, "{a}"),
+                    (TerminalState::Unverified, Some(a)) => {
+                        writeln!(out, "UNVERIFIED: {basis}\n{a}")
+                    }
+                    _ => Ok(()),
+                }
+            }
+        };
+    }
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .collect();
+    match flat.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}

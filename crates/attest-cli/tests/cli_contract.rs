@@ -1,0 +1,322 @@
+//! The CLI contract around the loop: endpoints, keys, config, usage errors,
+//! stdin prompts, the scripted provider and the bundled demo.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+#[tokio::test]
+async fn endpoints_and_auth_headers_follow_the_official_sdks_and_keys_never_reach_the_log() {
+    const CANARY: &str = "sk-canary-7f3a9c1e5b";
+    for v in [VARIANTS[0], VARIANTS[2]] {
+        let ws = TestWorkspace::new();
+        ws.write("leaked.txt", &format!("token={CANARY}\n"));
+        let (read, shell) = (
+            call("read_file", json!({"path": "leaked.txt"})),
+            call(
+                "shell",
+                json!({"command": "echo \"key=$OPENAI_API_KEY$ANTHROPIC_API_KEY\""}),
+            ),
+        );
+        let model = MockModel::start(
+            v,
+            vec![Turn::calls("", vec![read, shell]), Turn::text("ok")],
+        )
+        .await;
+        let (provider, key_var, path) = match v.wire {
+            Wire::OpenAi => ("openai", "OPENAI_API_KEY", "/v1/chat/completions"),
+            Wire::Anthropic => ("anthropic", "ANTHROPIC_API_KEY", "/v1/messages"),
+        };
+        let args = s(&[
+            "run",
+            "--json",
+            "--no-stream",
+            "--approval",
+            "allow",
+            "--provider",
+            provider,
+            "--base-url",
+            &model.base_url(),
+            "--model",
+            "m",
+            "-C",
+            &ws.path().display().to_string(),
+            "hi",
+        ]);
+        let r = run_binary(args, &[(key_var, CANARY)]).await;
+        model.assert_valid();
+        assert_eq!(r.state(), "completed", "{}", r.describe());
+        assert_eq!(model.paths(), vec![path, path]);
+        let headers = &model.headers()[0];
+        let find = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        match v.wire {
+            Wire::OpenAi => assert_eq!(find("authorization"), Some(format!("Bearer {CANARY}"))),
+            Wire::Anthropic => {
+                assert_eq!(find("x-api-key").as_deref(), Some(CANARY));
+                assert!(find("anthropic-version").is_some());
+            }
+        }
+        assert!(
+            !model.request_text(1).contains(CANARY),
+            "the key reached the model"
+        );
+        let results = model.tool_results(1);
+        assert!(results[0].1.contains("token=[REDACTED]"), "{results:?}");
+        assert!(
+            results[1].1.trim_end().ends_with("key="),
+            "tools must not inherit the key: {results:?}"
+        );
+        let log_text = ws
+            .log_entries()
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<String>();
+        assert!(!log_text.contains(CANARY), "the key reached the run log");
+        assert!(!r.stdout.contains(CANARY));
+    }
+}
+
+#[tokio::test]
+async fn custom_key_variable_and_env_base_url_are_honoured() {
+    let v = VARIANTS[1];
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(v, vec![Turn::text("hello")]).await;
+    let args = s(&[
+        "run",
+        "--json",
+        "--api-key-env",
+        "MY_KEY",
+        "-C",
+        &ws.path().display().to_string(),
+        "hi",
+    ]);
+    let url = model.base_url();
+    let r = run_binary(
+        args,
+        &[
+            ("MY_KEY", "k-123456"),
+            ("ATTEST_PROVIDER", "openai"),
+            ("ATTEST_MODEL", "m"),
+            ("OPENAI_BASE_URL", &url),
+        ],
+    )
+    .await;
+    assert_eq!(r.state(), "completed", "{}", r.describe());
+    let auth = model.headers()[0]
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .cloned();
+    assert_eq!(auth.map(|(_, v)| v), Some("Bearer k-123456".to_string()));
+}
+
+#[tokio::test]
+async fn the_prompt_can_come_from_stdin() {
+    let v = VARIANTS[1];
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(v, vec![Turn::text("hello")]).await;
+    let url = model.base_url();
+    let wsp = ws.path().display().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        assert_cmd::Command::cargo_bin("attest")
+            .unwrap()
+            .args([
+                "run",
+                "--json",
+                "--provider",
+                "openai",
+                "--base-url",
+                &url,
+                "--model",
+                "m",
+                "-C",
+                &wsp,
+                "-",
+            ])
+            .env("XDG_CONFIG_HOME", "/nonexistent-attest-test")
+            .write_stdin("Prompt from stdin")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(model.request_text(0).contains("Prompt from stdin"));
+}
+
+#[tokio::test]
+async fn require_tool_demands_that_specific_receipt() {
+    for v in [VARIANTS[1], VARIANTS[3]] {
+        let ws = TestWorkspace::new();
+        let model = MockModel::start(
+            v,
+            vec![
+                Turn::tool("read_file", json!({"path": "config.toml"})),
+                Turn::text("8080"),
+                Turn::tool("grep", json!({"pattern": "port"})),
+                Turn::text("8080, confirmed by grep"),
+            ],
+        )
+        .await;
+        let r = run_attest(&model, &ws, &["--require-tool", "grep", "Which port?"]).await;
+        model.assert_valid();
+        assert_eq!(r.state(), "completed", "{}", r.describe());
+        assert_eq!(r.of_type("corrective_injected").len(), 1);
+        assert!(model.request_text(2).contains("`grep`"));
+    }
+}
+
+#[tokio::test]
+async fn usage_and_configuration_errors_exit_2_without_events() {
+    let ws = TestWorkspace::new();
+    let wsp = ws.path().display().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (s(&["run", "-C", &wsp, "hi"]), "no provider configured"),
+        (
+            s(&["run", "--provider", "openai", "-C", &wsp, "hi"]),
+            "no model",
+        ),
+        (
+            s(&["run", "--provider", "scripted", "-C", &wsp, "hi"]),
+            "--script",
+        ),
+        (
+            s(&[
+                "run",
+                "--provider",
+                "openai",
+                "--model",
+                "m",
+                "--expect",
+                "maybe",
+                "-C",
+                &wsp,
+                "hi",
+            ]),
+            "maybe",
+        ),
+        (
+            s(&[
+                "run",
+                "--provider",
+                "openai",
+                "--model",
+                "m",
+                "--require-tool",
+                "nope",
+                "-C",
+                &wsp,
+                "hi",
+            ]),
+            "nope",
+        ),
+        (
+            s(&[
+                "run",
+                "--provider",
+                "openai",
+                "--model",
+                "m",
+                "--config",
+                "/nonexistent.toml",
+                "-C",
+                &wsp,
+                "hi",
+            ]),
+            "does not exist",
+        ),
+        (
+            s(&[
+                "run",
+                "--provider",
+                "openai",
+                "--model",
+                "m",
+                "-C",
+                "/nonexistent-dir",
+                "hi",
+            ]),
+            "workspace",
+        ),
+    ];
+    for (args, needle) in cases {
+        let r = run_binary(args.clone(), &[]).await;
+        assert_eq!(r.code, 2, "{args:?}: {}", r.describe());
+        assert!(r.stderr.contains(needle), "{args:?}: {}", r.stderr);
+        assert!(r.events.is_empty());
+    }
+
+    ws.write("attest.toml", "[run]\nmax_stepz = 3\n");
+    let r = run_binary(
+        s(&[
+            "run",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "-C",
+            &wsp,
+            "hi",
+        ]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("invalid config file"), "{}", r.stderr);
+
+    ws.write("attest.toml", "[[tools]]\nname = \"bad name!\"\ndescription = \"x\"\neffect = \"observe\"\ncommand = [\"true\"]\n");
+    let r = run_binary(
+        s(&[
+            "run",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "-C",
+            &wsp,
+            "hi",
+        ]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 2, "{}", r.describe());
+    assert!(r.stderr.contains("bad name!"), "{}", r.stderr);
+}
+
+#[tokio::test]
+async fn scripted_provider_runs_the_bundled_demo_and_catches_the_fake_claim() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let ws = TestWorkspace::new();
+    std::fs::copy(repo.join("Cargo.toml"), ws.path().join("Cargo.toml")).unwrap();
+    let script = repo
+        .join("examples/demo/fake-claim.yaml")
+        .canonicalize()
+        .unwrap();
+    let args = s(&[
+        "run",
+        "--json",
+        "--provider",
+        "scripted",
+        "--script",
+        &script.display().to_string(),
+        "--expect",
+        "observe",
+        "-C",
+        &ws.path().display().to_string(),
+        "What does Cargo.toml say this workspace contains?",
+    ]);
+    let r = run_binary(args, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.describe());
+    assert_eq!(r.of_type("corrective_injected").len(), 1);
+    assert_eq!(r.done()["receipts"][0]["tool_name"], "read_file");
+    assert_eq!(r.done()["receipts"][0]["status"], "ok");
+}

@@ -1,0 +1,427 @@
+//! Test support: a scripted model server on loopback that speaks the OpenAI
+//! chat and Anthropic Messages wire formats (streaming and not), validates
+//! every request like the real services do, and records what it was sent;
+//! plus helpers to run the real `attest` binary against it.
+#![allow(dead_code)]
+
+pub mod validate;
+mod wire;
+
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// Which wire format and transfer mode a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    pub wire: Wire,
+    pub stream: bool,
+}
+
+pub const VARIANTS: [Variant; 4] = [
+    Variant {
+        wire: Wire::OpenAi,
+        stream: false,
+    },
+    Variant {
+        wire: Wire::OpenAi,
+        stream: true,
+    },
+    Variant {
+        wire: Wire::Anthropic,
+        stream: false,
+    },
+    Variant {
+        wire: Wire::Anthropic,
+        stream: true,
+    },
+];
+
+pub const STREAM_VARIANTS: [Variant; 2] = [
+    Variant {
+        wire: Wire::OpenAi,
+        stream: true,
+    },
+    Variant {
+        wire: Wire::Anthropic,
+        stream: true,
+    },
+];
+
+/// A tool call the scripted model makes. `arguments` is sent verbatim.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One scripted model turn.
+#[derive(Debug, Clone)]
+pub enum Turn {
+    Reply {
+        text: String,
+        calls: Vec<Call>,
+        /// Override of the finish reason; default follows the calls.
+        finish: Option<&'static str>,
+    },
+    /// An HTTP error status, optionally with `retry-after` seconds.
+    Status {
+        code: u16,
+        retry_after: Option<&'static str>,
+    },
+    /// A streamed reply cut off before its terminator.
+    BrokenStream { text: String, calls: Vec<Call> },
+    /// Wait before answering with the inner turn.
+    Delayed { delay: Duration, turn: Box<Turn> },
+}
+
+static CALL_COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub fn call(name: &str, arguments: Value) -> Call {
+    raw_call(name, &arguments.to_string())
+}
+
+pub fn raw_call(name: &str, arguments: &str) -> Call {
+    let n = CALL_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Call {
+        id: format!("call_{n}"),
+        name: name.to_string(),
+        arguments: arguments.to_string(),
+    }
+}
+
+impl Turn {
+    pub fn text(text: &str) -> Turn {
+        Turn::Reply {
+            text: text.into(),
+            calls: vec![],
+            finish: None,
+        }
+    }
+    pub fn calls(text: &str, calls: Vec<Call>) -> Turn {
+        Turn::Reply {
+            text: text.into(),
+            calls,
+            finish: None,
+        }
+    }
+    pub fn tool(name: &str, arguments: Value) -> Turn {
+        Turn::calls("", vec![call(name, arguments)])
+    }
+}
+
+/// What the server saw.
+#[derive(Debug, Default)]
+struct Recorded {
+    requests: Vec<Value>,
+    paths: Vec<String>,
+    headers: Vec<Vec<(String, String)>>,
+    violations: Vec<String>,
+}
+
+struct ScriptedResponder {
+    variant: Variant,
+    turns: Mutex<VecDeque<Turn>>,
+    recorded: Arc<Mutex<Recorded>>,
+}
+
+impl Respond for ScriptedResponder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let mut rec = self.recorded.lock().unwrap();
+        rec.paths.push(request.url.path().to_string());
+        rec.headers.push(
+            request
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+                .collect(),
+        );
+        let body: Value = match serde_json::from_slice(&request.body) {
+            Ok(v) => v,
+            Err(e) => {
+                rec.violations
+                    .push(format!("request body is not JSON: {e}"));
+                return ResponseTemplate::new(400).set_body_string("bad json");
+            }
+        };
+        let check = match self.variant.wire {
+            Wire::OpenAi => validate::openai_request(&body, self.variant.stream),
+            Wire::Anthropic => validate::anthropic_request(&body, self.variant.stream),
+        };
+        rec.requests.push(body);
+        if let Err(v) = check {
+            rec.violations.push(v.clone());
+            return ResponseTemplate::new(400).set_body_json(json!({"error": {"message": v}}));
+        }
+        drop(rec);
+        let Some(turn) = self.turns.lock().unwrap().pop_front() else {
+            self.recorded
+                .lock()
+                .unwrap()
+                .violations
+                .push("script exhausted: the harness made one call too many".into());
+            return ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"message": "script exhausted"}}));
+        };
+        wire::render(self.variant, &turn)
+    }
+}
+
+/// A scripted model server on loopback.
+pub struct MockModel {
+    pub server: MockServer,
+    pub variant: Variant,
+    recorded: Arc<Mutex<Recorded>>,
+}
+
+impl MockModel {
+    pub async fn start(variant: Variant, turns: Vec<Turn>) -> MockModel {
+        let server = MockServer::start().await;
+        let recorded = Arc::new(Mutex::new(Recorded::default()));
+        Mock::given(method("POST"))
+            .respond_with(ScriptedResponder {
+                variant,
+                turns: Mutex::new(turns.into()),
+                recorded: Arc::clone(&recorded),
+            })
+            .mount(&server)
+            .await;
+        MockModel {
+            server,
+            variant,
+            recorded,
+        }
+    }
+
+    /// Base URL as a user would pass it: with `/v1` for OpenAI, without for Anthropic.
+    pub fn base_url(&self) -> String {
+        match self.variant.wire {
+            Wire::OpenAi => format!("{}/v1", self.server.uri()),
+            Wire::Anthropic => self.server.uri(),
+        }
+    }
+
+    pub fn requests(&self) -> Vec<Value> {
+        self.recorded.lock().unwrap().requests.clone()
+    }
+
+    pub fn paths(&self) -> Vec<String> {
+        self.recorded.lock().unwrap().paths.clone()
+    }
+
+    pub fn headers(&self) -> Vec<Vec<(String, String)>> {
+        self.recorded.lock().unwrap().headers.clone()
+    }
+
+    /// Panics if any request broke the wire rules or the script ran out.
+    pub fn assert_valid(&self) {
+        let rec = self.recorded.lock().unwrap();
+        assert!(
+            rec.violations.is_empty(),
+            "requests violated the wire rules: {:#?}",
+            rec.violations
+        );
+    }
+
+    /// The system prompt + tool list of every request must be byte-identical (SPEC D5).
+    pub fn assert_stable_prefix(&self) {
+        let prefixes: Vec<String> = self
+            .requests()
+            .iter()
+            .map(|r| match self.variant.wire {
+                Wire::OpenAi => format!("{}{}", r["messages"][0], r["tools"]),
+                Wire::Anthropic => format!("{}{}", r["system"], r["tools"]),
+            })
+            .collect();
+        for p in &prefixes {
+            assert_eq!(p, &prefixes[0], "prefix changed between steps");
+        }
+    }
+
+    /// The request's history as one string, for "is this text present" checks.
+    pub fn request_text(&self, index: usize) -> String {
+        let r = &self.requests()[index];
+        match self.variant.wire {
+            Wire::OpenAi => r["messages"].to_string(),
+            Wire::Anthropic => r["messages"].to_string(),
+        }
+    }
+
+    /// Tool results of request `index`, as (call id, content, is_error).
+    pub fn tool_results(&self, index: usize) -> Vec<(String, String, bool)> {
+        validate::tool_results(self.variant.wire, &self.requests()[index])
+    }
+}
+
+/// A temporary workspace with files and an `attest.toml`.
+pub struct TestWorkspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestWorkspace {
+    pub fn new() -> TestWorkspace {
+        let ws = TestWorkspace {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        ws.write("config.toml", "[server]\nport = 8080\n");
+        ws.write(
+            "attest.toml",
+            "[retry]\nmax_retries = 2\ninitial_backoff_ms = 10\nmax_backoff_ms = 50\n",
+        );
+        ws
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.dir.path().join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    pub fn append_config(&self, extra: &str) {
+        let p = self.dir.path().join("attest.toml");
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push('\n');
+        text.push_str(extra);
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// Every entry of every run log in this workspace.
+    pub fn log_entries(&self) -> Vec<Value> {
+        let dir = self.dir.path().join(".attest/runs");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            out.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
+        }
+        out
+    }
+}
+
+/// The result of one `attest run`.
+#[derive(Debug)]
+pub struct RunResult {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub events: Vec<Value>,
+}
+
+impl RunResult {
+    pub fn done(&self) -> &Value {
+        let last = self
+            .events
+            .last()
+            .unwrap_or_else(|| panic!("no events; stderr: {}", self.stderr));
+        assert_eq!(last["type"], "done", "last event is not done: {last}");
+        last
+    }
+
+    pub fn state(&self) -> &str {
+        self.done()["state"].as_str().unwrap()
+    }
+
+    pub fn reason(&self) -> &str {
+        self.done()["reason"].as_str().unwrap()
+    }
+
+    pub fn of_type(&self, kind: &str) -> Vec<&Value> {
+        self.events.iter().filter(|e| e["type"] == kind).collect()
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "exit {}\nstderr:\n{}\nstdout:\n{}",
+            self.code, self.stderr, self.stdout
+        )
+    }
+}
+
+/// Run `attest run --json` against the mock with extra args; parses events.
+pub async fn run_attest(model: &MockModel, ws: &TestWorkspace, extra: &[&str]) -> RunResult {
+    let provider = match model.variant.wire {
+        Wire::OpenAi => "openai",
+        Wire::Anthropic => "anthropic",
+    };
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--json".into(),
+        "--provider".into(),
+        provider.into(),
+        "--base-url".into(),
+        model.base_url(),
+        "--model".into(),
+        "test-model".into(),
+        "-C".into(),
+        ws.path().display().to_string(),
+        if model.variant.stream {
+            "--stream"
+        } else {
+            "--no-stream"
+        }
+        .into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    run_binary(args, &[]).await
+}
+
+/// Run the `attest` binary with arguments and extra environment variables.
+pub async fn run_binary(args: Vec<String>, env: &[(&str, &str)]) -> RunResult {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("attest"));
+        cmd.args(&args);
+        for var in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_BASE_URL",
+            "ATTEST_PROVIDER",
+            "ATTEST_MODEL",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("XDG_CONFIG_HOME", "/nonexistent-attest-test");
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run attest");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let events = stdout
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l}: {e}")))
+            .collect();
+        RunResult {
+            code: out.status.code().unwrap_or(-1),
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+            events,
+        }
+    })
+    .await
+    .unwrap()
+}

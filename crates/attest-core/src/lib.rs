@@ -1,0 +1,35 @@
+//! The attest engine: the evidence-first run loop.
+//!
+//! A run takes a prompt and a [`CompletionContract`](attest_protocol::CompletionContract),
+//! drives a [`ModelProvider`](attest_providers::ModelProvider) through the tool
+//! loop, executes the calls the model proposes through the
+//! [`ToolRegistry`](attest_tools::ToolRegistry), and decides the terminal state
+//! from the contract and the receipts.
+//!
+//! Invariants:
+//! - The model only proposes. Tools run only here, through the registry, after
+//!   their call is appended to the log; the harness never performs a side
+//!   effect on the model's behalf (corrective turns only ask).
+//! - The terminal state is computed from receipts and events
+//!   ([`judge`]), never from model text.
+//! - Every request is rebuilt from the canonical transcript and normalized for
+//!   call/result pairing; text that imitates a tool result and protocol-error
+//!   responses never enter the transcript (a fixed placeholder does).
+//! - No HTTP, SQL or terminal I/O here: providers, tools and the [`RunLog`]
+//!   are traits implemented elsewhere (the JSONL log is the one exception, a
+//!   plain file append).
+
+mod approval;
+mod engine;
+mod forgery;
+mod judge;
+mod log;
+mod prompt;
+mod render;
+
+pub use approval::{ApprovalDecision, ApprovalRequest, Approver, StaticApprover};
+pub use engine::{Engine, RetryPolicy, RunConfig, RunOutcome};
+pub use forgery::detect_forged_observation;
+pub use judge::{judge, Attempt, Judgement};
+pub use log::{JsonlRunLog, LogEntry, LogError, MemoryRunLog, RunLog};
+pub use prompt::{base_system_prompt, CORRECTIVE_PREFIX, PROMPT_VERSION, PROTOCOL_PLACEHOLDER};

@@ -1,0 +1,44 @@
+//! Harness-owned prompt text. Versioned: any change bumps [`PROMPT_VERSION`]
+//! so traces before and after can be told apart (SPEC B5).
+
+/// Version of the base prompt and the harness messages below.
+pub const PROMPT_VERSION: &str = "prompt-2026.11.1";
+
+/// The base invariant prompt (SPEC D2). Not overridable by workspace files.
+const BASE_PROMPT: &str = "\
+You are an agent working through tools that a harness executes for you.
+Evidence rules:
+- Tool results returned by the harness are the only source of truth about files, commands, messages and other external state. Your plans and narration are not actions.
+- Before you say that you read, changed, ran, tested, searched, sent or otherwise checked something, call the tool that does it and use its result. If you have no such result, say plainly that it is not verified.
+- Never write tool results, observations or tool output yourself; only the harness writes them.
+- A failed, refused or interrupted tool call is not a completed action: report the failure instead of guessing.
+- Treat remembered context as unverified unless it has a current source.";
+
+/// The system prompt for a run: the base invariants. Byte-identical for every
+/// step of a run (SPEC D5).
+pub fn base_system_prompt() -> &'static str {
+    BASE_PROMPT
+}
+
+/// Stands in history for a response that broke the protocol (SPEC B3). The
+/// offending text is kept only in the audit trace.
+pub const PROTOCOL_PLACEHOLDER: &str = "[attest] Your previous response broke the protocol and was omitted. Respond again with a tool call or a final answer. Never write tool results or Observations yourself: only the harness writes them.";
+
+/// First line of every corrective turn (SPEC A4).
+pub const CORRECTIVE_PREFIX: &str = "[attest] Evidence check:";
+
+/// A corrective user message naming the missing evidence.
+pub fn corrective_message(missing: &str, tool_names: &[String]) -> String {
+    let tools = if tool_names.is_empty() {
+        "no suitable tool is offered".to_string()
+    } else {
+        format!(
+            "offered tools that can provide it: {}",
+            tool_names.join(", ")
+        )
+    };
+    format!(
+        "{CORRECTIVE_PREFIX} this task requires {missing}, and no tool call has produced it ({tools}). \
+Call the appropriate tool now, or say plainly that you cannot. Do not claim results you have not obtained from a tool."
+    )
+}

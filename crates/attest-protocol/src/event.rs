@@ -1,0 +1,137 @@
+use crate::{
+    CompletionContract, EffectClass, Receipt, ReceiptStatus, TerminalReason, TerminalState,
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Token usage summed over a run's model calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// Why a response was a protocol error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtocolErrorKind {
+    /// The provider signalled tool use but no valid call could be parsed.
+    NoParsableToolCall,
+    /// The model wrote text imitating a tool result.
+    ForgedObservation,
+}
+
+/// One line of the event stream (`--json`). Every event carries the run id and
+/// a sequence number; `docs/events.md` documents each kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub run_id: String,
+    pub seq: u64,
+    pub ts: DateTime<Utc>,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventBody {
+    RunStarted {
+        trace_id: String,
+        session_id: String,
+        provider: String,
+        model: String,
+        contract: CompletionContract,
+        loop_version: String,
+        prompt_version: String,
+    },
+    /// Commentary or streamed text. Never a completion.
+    Progress { step: u32, text: String },
+    ToolStarted {
+        step: u32,
+        call_id: String,
+        tool_name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effect: Option<EffectClass>,
+        arguments: serde_json::Value,
+    },
+    ToolResult {
+        step: u32,
+        call_id: String,
+        tool_name: String,
+        status: ReceiptStatus,
+        /// The first part of what the model was shown.
+        output_preview: String,
+        receipt: Receipt,
+    },
+    ApprovalRequested {
+        call_id: String,
+        tool_name: String,
+        arguments: serde_json::Value,
+        reason: String,
+    },
+    ApprovalResolved {
+        call_id: String,
+        tool_name: String,
+        approved: bool,
+        /// Who decided: `policy`, `flag`, `user`, `timeout`, `non_interactive`.
+        decided_by: String,
+    },
+    CorrectiveInjected {
+        step: u32,
+        missing: String,
+        text: String,
+    },
+    ProtocolError {
+        step: u32,
+        kind: ProtocolErrorKind,
+        detail: String,
+    },
+    ProviderRetry {
+        step: u32,
+        attempt: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    /// Emitted only for `completed` runs.
+    Final { answer: String },
+    Done {
+        trace_id: String,
+        state: TerminalState,
+        reason: TerminalReason,
+        /// The model's last answer text, whatever the state; null when the
+        /// model never gave one (narration before tool calls is not an answer).
+        answer: Option<String>,
+        /// Plain-language basis of the decision.
+        basis: String,
+        receipts: Vec<Receipt>,
+        steps: u32,
+        usage: Usage,
+        loop_version: String,
+        prompt_version: String,
+    },
+}
+
+impl EventBody {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventBody::RunStarted { .. } => "run_started",
+            EventBody::Progress { .. } => "progress",
+            EventBody::ToolStarted { .. } => "tool_started",
+            EventBody::ToolResult { .. } => "tool_result",
+            EventBody::ApprovalRequested { .. } => "approval_requested",
+            EventBody::ApprovalResolved { .. } => "approval_resolved",
+            EventBody::CorrectiveInjected { .. } => "corrective_injected",
+            EventBody::ProtocolError { .. } => "protocol_error",
+            EventBody::ProviderRetry { .. } => "provider_retry",
+            EventBody::Final { .. } => "final",
+            EventBody::Done { .. } => "done",
+        }
+    }
+}

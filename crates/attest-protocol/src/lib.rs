@@ -1,0 +1,31 @@
+//! Serde types shared by every attest crate.
+//!
+//! This crate is the vocabulary of attest: what a run is asked to prove
+//! ([`CompletionContract`]), what a tool execution leaves behind ([`Receipt`]),
+//! the canonical transcript a run appends to ([`TranscriptItem`]), the events a
+//! front end sees ([`Event`]), the audit records a trace keeps ([`TraceRecord`])
+//! and how a run ends ([`TerminalState`], [`TerminalReason`]).
+//!
+//! Invariants: plain data only. No I/O, no async, no knowledge of providers,
+//! tools, stores or front ends. Every type round-trips through JSON, and the
+//! JSON shapes are a public contract (see `docs/events.md`).
+
+mod contract;
+mod event;
+mod receipt;
+mod terminal;
+mod tool;
+mod trace;
+mod transcript;
+
+pub use contract::{CompletionContract, ContractKind, EffectClass};
+pub use event::{Event, EventBody, ProtocolErrorKind, Usage};
+pub use receipt::{Evidence, Receipt, ReceiptStatus, VerificationStatus};
+pub use terminal::{TerminalReason, TerminalState};
+pub use tool::{Permission, ToolSpec};
+pub use trace::TraceRecord;
+pub use transcript::{AssistantPhase, HarnessMessageKind, TranscriptItem};
+
+/// Version of the run loop's semantics. Bump when the loop's decisions change,
+/// so traces from before and after can be told apart (SPEC B5).
+pub const LOOP_VERSION: &str = "loop-2026.11.1";

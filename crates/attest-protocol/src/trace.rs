@@ -1,0 +1,72 @@
+use crate::{Permission, TerminalReason, TerminalState};
+use serde::{Deserialize, Serialize};
+
+/// An audit record kept in a run's trace beside its events (SPEC H1, B4).
+/// Raw model output lives here and nowhere that feeds a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub enum TraceRecord {
+    /// A request about to be sent.
+    Request {
+        step: u32,
+        attempt: u32,
+        provider: String,
+        api_family: String,
+        model: String,
+        stream: bool,
+        /// sha256 of the serialized system prompt + tool list (SPEC D5).
+        prefix_hash: String,
+        tool_names: Vec<String>,
+        message_count: usize,
+        /// Notes from the pairing normalizer (synthetic or dropped results).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pairing_notes: Vec<String>,
+    },
+    /// What came back, parsed, plus the raw text for audit.
+    Response {
+        step: u32,
+        raw_finish_reason: Option<String>,
+        text: String,
+        parsed_calls: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parse_failures: Vec<String>,
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    /// The raw model output of a response, kept for audit only.
+    RawOutput { step: u32, raw: String },
+    /// A provider attempt failed.
+    ProviderError {
+        step: u32,
+        attempt: u32,
+        error: String,
+        retryable: bool,
+    },
+    /// A permission decision for one call.
+    PermissionDecision {
+        call_id: String,
+        tool_name: String,
+        permission: Permission,
+        approved: bool,
+        decided_by: String,
+    },
+    /// Arguments that could not be parsed or validated.
+    InvalidArguments {
+        call_id: String,
+        tool_name: String,
+        error: String,
+    },
+    /// Assistant text that imitated a tool result; the raw text is kept here
+    /// and replaced by a placeholder in history.
+    ForgedObservation {
+        step: u32,
+        pattern: String,
+        raw: String,
+    },
+    /// The terminal decision and its basis.
+    Terminal {
+        state: TerminalState,
+        reason: TerminalReason,
+        basis: String,
+    },
+}

@@ -1,0 +1,79 @@
+use crate::{Receipt, ReceiptStatus, TerminalReason, TerminalState};
+use serde::{Deserialize, Serialize};
+
+/// Whether assistant text was commentary on the way to tool calls or an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AssistantPhase {
+    /// Text that accompanied tool calls ("let me read the file"). Never an answer.
+    Commentary,
+    /// Text of a response without tool calls: a candidate answer.
+    Answer,
+}
+
+/// Why the harness wrote a user-role message of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HarnessMessageKind {
+    /// A corrective turn: required evidence is missing (SPEC A4).
+    Corrective,
+    /// Stands in for an omitted protocol-breaking response (SPEC B3).
+    ProtocolPlaceholder,
+    /// A reminder (doom loop, budget).
+    Reminder,
+}
+
+/// One entry of the canonical, append-only transcript (SPEC C1). Provider
+/// requests are rebuilt from these items alone.
+// Items are appended and serialized, not shuffled in hot loops: boxing the
+// receipt would buy nothing but indirection.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TranscriptItem {
+    UserInput {
+        text: String,
+    },
+    AssistantOutput {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+        phase: AssistantPhase,
+    },
+    ToolCall {
+        call_id: String,
+        name: String,
+        /// Arguments exactly as the model sent them (may be invalid JSON).
+        arguments: String,
+    },
+    ToolResult {
+        call_id: String,
+        name: String,
+        status: ReceiptStatus,
+        /// What the model is shown (already redacted and length-limited).
+        output: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receipt: Option<Receipt>,
+    },
+    /// A user-role message written by the harness, never by the model.
+    HarnessMessage {
+        kind: HarnessMessageKind,
+        text: String,
+    },
+    Terminal {
+        state: TerminalState,
+        reason: TerminalReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+    },
+}
+
+impl TranscriptItem {
+    pub fn call_id(&self) -> Option<&str> {
+        match self {
+            TranscriptItem::ToolCall { call_id, .. }
+            | TranscriptItem::ToolResult { call_id, .. } => Some(call_id),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! Anthropic Messages wire format (`POST /v1/messages`).
+
+use crate::wire::{self, str_field, u64_field};
+use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
+use attest_protocol::{ReceiptStatus, TranscriptItem, Usage};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+
+/// Build the request body. `req.history` must already be normalized.
+/// Messages strictly alternate user / assistant: adjacent same-role content
+/// is merged into one message, and in a user message the `tool_result`
+/// blocks come first, in call order, as the API requires.
+pub fn build_body(req: &ModelRequest, model: &str) -> Value {
+    // Position of each call, to put tool results in call order.
+    let mut call_order: HashMap<&str, usize> = HashMap::new();
+    // (is_user, blocks), one entry per message.
+    let mut turns: Vec<(bool, Vec<Value>)> = Vec::new();
+    for item in &req.history {
+        let (is_user, block) = match item {
+            TranscriptItem::UserInput { text } | TranscriptItem::HarnessMessage { text, .. } => {
+                (true, text_block(text))
+            }
+            TranscriptItem::AssistantOutput { text, .. } => (false, text_block(text)),
+            TranscriptItem::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => {
+                let n = call_order.len();
+                call_order.entry(call_id).or_insert(n);
+                // Invalid arguments were already answered with an error result;
+                // the API only accepts an object here.
+                let input = match serde_json::from_str::<Value>(arguments) {
+                    Ok(v @ Value::Object(_)) => v,
+                    _ => json!({}),
+                };
+                (
+                    false,
+                    Some(json!({"type": "tool_use", "id": call_id, "name": name, "input": input})),
+                )
+            }
+            TranscriptItem::ToolResult {
+                call_id,
+                status,
+                output,
+                ..
+            } => {
+                let mut b =
+                    json!({"type": "tool_result", "tool_use_id": call_id, "content": output});
+                if *status != ReceiptStatus::Ok {
+                    b["is_error"] = json!(true);
+                }
+                (true, Some(b))
+            }
+            TranscriptItem::Terminal { .. } => continue,
+        };
+        // Empty text sends nothing; skipping it may join two same-role turns.
+        let Some(block) = block else { continue };
+        match turns.last_mut() {
+            Some((last_is_user, blocks)) if *last_is_user == is_user => blocks.push(block),
+            _ => turns.push((is_user, vec![block])),
+        }
+    }
+
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|(is_user, mut blocks)| {
+            if is_user {
+                // Stable: results first in call order, then text in transcript order.
+                blocks.sort_by_key(|b| match str_field(b, "tool_use_id") {
+                    Some(id) => (0, call_order.get(id).copied().unwrap_or(usize::MAX)),
+                    None => (1, 0),
+                });
+            }
+            json!({"role": if is_user { "user" } else { "assistant" }, "content": blocks})
+        })
+        .collect();
+
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("max_tokens".into(), json!(req.max_tokens));
+    if !req.system.is_empty() {
+        body.insert("system".into(), json!(req.system));
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if req.stream {
+        body.insert("stream".into(), json!(true));
+    }
+    if let Some(t) = req.temperature.and_then(wire::temperature) {
+        body.insert("temperature".into(), t);
+    }
+    if !req.stop.is_empty() {
+        body.insert("stop_sequences".into(), json!(req.stop));
+    }
+    Value::Object(body)
+}
+
+/// The API rejects empty text blocks, so empty text sends nothing.
+fn text_block(text: &str) -> Option<Value> {
+    (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
+}
+
+/// Map a raw `stop_reason` to its meaning.
+pub fn finish_kind(reason: Option<&str>) -> FinishKind {
+    match reason {
+        Some("end_turn") | Some("stop_sequence") => FinishKind::Stop,
+        Some("tool_use") => FinishKind::ToolUse,
+        Some("max_tokens") => FinishKind::Length,
+        _ => FinishKind::Other,
+    }
+}
+
+/// Parse a non-streaming response body.
+pub fn parse_response(body: &str) -> Result<ModelResponse, ProviderError> {
+    let v: Value = serde_json::from_str(body)
+        .map_err(|e| ProviderError::Decode(format!("invalid JSON: {e}")))?;
+    if str_field(&v, "type") == Some("error") {
+        return Err(ProviderError::Decode(wire::error_message(
+            v.get("error").unwrap_or(&v),
+        )));
+    }
+    let content = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ProviderError::Decode("response has no content array".into()))?;
+    let mut out = Parts::default();
+    for (index, block) in content.iter().enumerate() {
+        match str_field(block, "type") {
+            Some("text") => out.text.push_str(str_field(block, "text").unwrap_or("")),
+            Some("thinking") => out.push_reasoning(str_field(block, "thinking").unwrap_or("")),
+            Some("tool_use") => {
+                let input = block
+                    .get("input")
+                    .filter(|i| !i.is_null())
+                    .map_or("{}".to_string(), Value::to_string);
+                out.push_call(
+                    index,
+                    str_field(block, "id"),
+                    str_field(block, "name"),
+                    input,
+                );
+            }
+            _ => {}
+        }
+    }
+    let raw_finish_reason = str_field(&v, "stop_reason").map(str::to_string);
+    Ok(out.into_response(
+        raw_finish_reason,
+        usage_of(v.get("usage")),
+        body.to_string(),
+    ))
+}
+
+/// Total input tokens: uncached plus cache writes plus cache reads.
+fn usage_of(usage: Option<&Value>) -> Usage {
+    let u = usage.unwrap_or(&Value::Null);
+    Usage {
+        input_tokens: u64_field(u, "input_tokens")
+            + u64_field(u, "cache_creation_input_tokens")
+            + u64_field(u, "cache_read_input_tokens"),
+        output_tokens: u64_field(u, "output_tokens"),
+    }
+}
+
+/// The pieces of a response, from a body or a stream.
+#[derive(Debug, Default)]
+struct Parts {
+    text: String,
+    reasoning: Option<String>,
+    calls: Vec<ParsedCall>,
+    failures: Vec<String>,
+}
+
+impl Parts {
+    fn push_reasoning(&mut self, r: &str) {
+        self.reasoning.get_or_insert_with(String::new).push_str(r);
+    }
+
+    fn push_call(&mut self, index: usize, id: Option<&str>, name: Option<&str>, arguments: String) {
+        match name.filter(|n| !n.is_empty()) {
+            Some(name) => self.calls.push(ParsedCall {
+                id: id
+                    .filter(|i| !i.is_empty())
+                    .map_or_else(|| format!("call_{index}"), str::to_string),
+                name: name.to_string(),
+                arguments,
+            }),
+            None => self.failures.push(format!(
+                "tool_use block {index} has no name (input: {})",
+                wire::preview(&arguments)
+            )),
+        }
+    }
+
+    fn into_response(
+        self,
+        raw_finish_reason: Option<String>,
+        usage: Usage,
+        raw: String,
+    ) -> ModelResponse {
+        ModelResponse {
+            text: self.text,
+            reasoning: self.reasoning,
+            tool_calls: self.calls,
+            finish: finish_kind(raw_finish_reason.as_deref()),
+            raw_finish_reason,
+            usage,
+            raw,
+            parse_failures: self.failures,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Block {
+    Text(String),
+    Thinking(String),
+    ToolUse {
+        id: Option<String>,
+        name: Option<String>,
+        start_input: Option<Value>,
+        json: String,
+    },
+    Other,
+}
+
+/// Accumulates a streamed response from its SSE `data:` payloads (each one
+/// carries its event name in `type`).
+#[derive(Debug, Default)]
+pub struct StreamAccumulator {
+    blocks: BTreeMap<u64, (Block, bool)>,
+    stop_reason: Option<String>,
+    usage: Usage,
+    raw: Vec<String>,
+    done: bool,
+}
+
+impl StreamAccumulator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// True once `message_stop` has been seen; later payloads are ignored.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Consume one event's `data:` payload.
+    pub fn push(&mut self, data: &str) -> Result<(), ProviderError> {
+        if self.done {
+            return Ok(());
+        }
+        self.raw.push(data.to_string());
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ProviderError::Decode(format!("invalid JSON in stream event: {e}")))?;
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match str_field(&v, "type") {
+            Some("message_start") => {
+                self.usage = usage_of(v.get("message").and_then(|m| m.get("usage")));
+            }
+            Some("content_block_start") => {
+                let cb = v.get("content_block").unwrap_or(&Value::Null);
+                let text = |k| str_field(cb, k).unwrap_or("").to_string();
+                let block = match str_field(cb, "type") {
+                    Some("text") => Block::Text(text("text")),
+                    Some("thinking") => Block::Thinking(text("thinking")),
+                    Some("tool_use") => Block::ToolUse {
+                        id: str_field(cb, "id").map(str::to_string),
+                        name: str_field(cb, "name").map(str::to_string),
+                        start_input: cb.get("input").cloned(),
+                        json: String::new(),
+                    },
+                    _ => Block::Other,
+                };
+                self.blocks.insert(index, (block, false));
+            }
+            Some("content_block_delta") => {
+                let d = v.get("delta").unwrap_or(&Value::Null);
+                match (self.blocks.get_mut(&index), str_field(d, "type")) {
+                    (Some((Block::Text(t), _)), Some("text_delta")) => {
+                        t.push_str(str_field(d, "text").unwrap_or(""))
+                    }
+                    (Some((Block::Thinking(t), _)), Some("thinking_delta")) => {
+                        t.push_str(str_field(d, "thinking").unwrap_or(""))
+                    }
+                    (Some((Block::ToolUse { json, .. }, _)), Some("input_json_delta")) => {
+                        json.push_str(str_field(d, "partial_json").unwrap_or(""))
+                    }
+                    _ => {}
+                }
+            }
+            Some("content_block_stop") => {
+                if let Some((_, stopped)) = self.blocks.get_mut(&index) {
+                    *stopped = true;
+                }
+            }
+            Some("message_delta") => {
+                if let Some(r) = v.get("delta").and_then(|d| str_field(d, "stop_reason")) {
+                    self.stop_reason = Some(r.to_string());
+                }
+                if let Some(u) = v.get("usage") {
+                    // Counts here are cumulative, so they replace rather than add.
+                    if u.get("output_tokens").is_some() {
+                        self.usage.output_tokens = u64_field(u, "output_tokens");
+                    }
+                    if u.get("input_tokens").is_some() {
+                        self.usage.input_tokens = usage_of(Some(u)).input_tokens;
+                    }
+                }
+            }
+            Some("message_stop") => self.done = true,
+            Some("error") => return Err(stream_error(v.get("error").unwrap_or(&v))),
+            _ => {} // ping and event types added later
+        }
+        Ok(())
+    }
+
+    /// The assembled response; an error unless `message_stop` was seen. A
+    /// tool_use block that never reached `content_block_stop` is reported as a
+    /// parse failure, never as a call.
+    pub fn finish(self) -> Result<ModelResponse, ProviderError> {
+        if !self.done {
+            return Err(ProviderError::IncompleteStream(format!(
+                "no message_stop after {} events",
+                self.raw.len()
+            )));
+        }
+        let mut out = Parts::default();
+        for (index, (block, stopped)) in self.blocks {
+            match block {
+                Block::Text(t) => out.text.push_str(&t),
+                Block::Thinking(t) => out.push_reasoning(&t),
+                Block::ToolUse {
+                    id,
+                    name,
+                    start_input,
+                    json,
+                } => {
+                    let arguments = if !json.is_empty() {
+                        json
+                    } else {
+                        match start_input {
+                            Some(v @ Value::Object(_))
+                                if v.as_object().is_some_and(|o| !o.is_empty()) =>
+                            {
+                                v.to_string()
+                            }
+                            _ => "{}".to_string(),
+                        }
+                    };
+                    if stopped {
+                        out.push_call(index as usize, id.as_deref(), name.as_deref(), arguments);
+                    } else {
+                        out.failures.push(format!(
+                            "tool_use block {index} never completed (input: {})",
+                            wire::preview(&arguments)
+                        ));
+                    }
+                }
+                Block::Other => {}
+            }
+        }
+        Ok(out.into_response(self.stop_reason, self.usage, self.raw.join("\n")))
+    }
+}
+
+/// Overload and server errors mid-stream are worth retrying; others are not.
+fn stream_error(err: &Value) -> ProviderError {
+    let message = format!("error event: {}", wire::error_message(err));
+    match str_field(err, "type") {
+        Some("overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error") => {
+            ProviderError::IncompleteStream(message)
+        }
+        _ => ProviderError::Decode(message),
+    }
+}

@@ -1,0 +1,45 @@
+//! Model providers: everything that knows a wire format.
+//!
+//! A provider turns a [`ModelRequest`] (system prompt, tool specs and the
+//! canonical transcript) into one model call and returns a [`ModelResponse`]:
+//! the text, the parsed tool calls, the raw finish reason and the raw output
+//! for audit.
+//!
+//! Invariants:
+//! - Requests are rebuilt from the canonical transcript on every step
+//!   ([`pairing::normalize`] first): each tool call is answered by exactly one
+//!   result before the next message, and orphan results are dropped (SPEC C3).
+//! - The system prompt and tool list serialize byte-identically for identical
+//!   inputs (SPEC D5): no maps with random order, no timestamps.
+//! - Providers never decide terminal states; they report what came back,
+//!   including "tool use was signalled but nothing parsed" (an empty
+//!   `tool_calls` with [`FinishKind::ToolUse`]).
+//! - An incomplete stream (no `[DONE]` / `message_stop`) is an error, never an answer.
+
+pub mod anthropic;
+pub mod http;
+pub mod openai;
+pub mod pairing;
+pub mod scripted;
+mod sse;
+mod types;
+mod wire;
+
+pub use types::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
+
+use async_trait::async_trait;
+
+/// One model endpoint. Implementations: [`http::HttpProvider`] (OpenAI chat,
+/// Anthropic Messages) and [`scripted::ScriptedProvider`].
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// Provider name as configured (`openai`, `anthropic`, `scripted`).
+    fn name(&self) -> &str;
+    /// Wire format family (`openai_chat`, `anthropic_messages`, `scripted`).
+    fn api_family(&self) -> &str;
+    /// Model name sent to the endpoint.
+    fn model(&self) -> &str;
+    /// Perform one model call. No retries here: the engine retries, so every
+    /// attempt is visible in the event stream.
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
+}

@@ -1,0 +1,355 @@
+//! OpenAI Chat Completions wire format (also spoken by DeepSeek, Qwen, vLLM,
+//! Ollama and most "OpenAI-compatible" servers).
+
+use crate::wire::{self, str_field, u64_field};
+use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
+use attest_protocol::{TranscriptItem, Usage};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// Build the request body. `req.history` must already be normalized. The
+/// body is a pure function of its inputs, and the system message and tools
+/// do not depend on the history (SPEC D5: stable prefix for caching).
+pub fn build_body(req: &ModelRequest, model: &str) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": req.system})];
+    let items = &req.history;
+    let mut i = 0;
+    while i < items.len() {
+        match &items[i] {
+            TranscriptItem::UserInput { text } | TranscriptItem::HarnessMessage { text, .. } => {
+                messages.push(json!({"role": "user", "content": text}));
+                i += 1;
+            }
+            TranscriptItem::AssistantOutput { text, .. } => {
+                let (calls, next) = tool_calls_from(items, i + 1);
+                messages.push(assistant_message(Some(text), calls));
+                i = next;
+            }
+            TranscriptItem::ToolCall { .. } => {
+                let (calls, next) = tool_calls_from(items, i);
+                messages.push(assistant_message(None, calls));
+                i = next;
+            }
+            TranscriptItem::ToolResult {
+                call_id, output, ..
+            } => {
+                messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+                i += 1;
+            }
+            TranscriptItem::Terminal { .. } => i += 1,
+        }
+    }
+
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("max_tokens".into(), json!(req.max_tokens));
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters,
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if req.stream {
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if let Some(t) = req.temperature.and_then(wire::temperature) {
+        body.insert("temperature".into(), t);
+    }
+    if !req.stop.is_empty() {
+        body.insert("stop".into(), json!(req.stop));
+    }
+    Value::Object(body)
+}
+
+/// Collect the run of `ToolCall`s starting at `start`; returns them in wire
+/// form and the index after the run.
+fn tool_calls_from(items: &[TranscriptItem], start: usize) -> (Vec<Value>, usize) {
+    let mut calls = Vec::new();
+    let mut i = start;
+    while let Some(TranscriptItem::ToolCall {
+        call_id,
+        name,
+        arguments,
+    }) = items.get(i)
+    {
+        calls.push(json!({
+            "id": call_id, "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }));
+        i += 1;
+    }
+    (calls, i)
+}
+
+fn assistant_message(text: Option<&String>, calls: Vec<Value>) -> Value {
+    let mut m = Map::new();
+    m.insert("role".into(), json!("assistant"));
+    if calls.is_empty() {
+        m.insert(
+            "content".into(),
+            json!(text.map(String::as_str).unwrap_or("")),
+        );
+    } else {
+        // Null rather than "" next to tool calls: some servers reject empty content.
+        let content = text
+            .filter(|t| !t.is_empty())
+            .map_or(Value::Null, |t| json!(t));
+        m.insert("content".into(), content);
+        m.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(m)
+}
+
+/// Map a raw `finish_reason` to its meaning.
+pub fn finish_kind(reason: Option<&str>) -> FinishKind {
+    match reason {
+        Some("stop") => FinishKind::Stop,
+        Some("tool_calls") | Some("function_call") => FinishKind::ToolUse,
+        Some("length") => FinishKind::Length,
+        _ => FinishKind::Other,
+    }
+}
+
+/// Parse a non-streaming response body.
+pub fn parse_response(body: &str) -> Result<ModelResponse, ProviderError> {
+    let v: Value = serde_json::from_str(body)
+        .map_err(|e| ProviderError::Decode(format!("invalid JSON: {e}")))?;
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(ProviderError::Decode(wire::error_message(err)));
+    }
+    let choice = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .ok_or_else(|| ProviderError::Decode("response has no choices".into()))?;
+    let message = choice.get("message").unwrap_or(&Value::Null);
+    let mut parts = CallParts::default();
+    for (index, call) in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        parts.merge(index as u64, call);
+    }
+    let (tool_calls, parse_failures) = parts.finish();
+    let raw_finish_reason = str_field(choice, "finish_reason").map(str::to_string);
+    Ok(ModelResponse {
+        text: content_text(message.get("content")),
+        reasoning: reasoning_of(message),
+        tool_calls,
+        finish: finish_kind(raw_finish_reason.as_deref()),
+        raw_finish_reason,
+        usage: usage_of(v.get("usage")),
+        raw: body.to_string(),
+        parse_failures,
+    })
+}
+
+/// `content` is usually a string, sometimes an array of `{type:"text", text}` parts.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| str_field(p, "text")).collect(),
+        _ => String::new(),
+    }
+}
+
+/// DeepSeek and Qwen send `reasoning_content`; OpenRouter and some others `reasoning`.
+fn reasoning_of(message: &Value) -> Option<String> {
+    str_field(message, "reasoning_content")
+        .or_else(|| str_field(message, "reasoning"))
+        .map(str::to_string)
+}
+
+fn usage_of(usage: Option<&Value>) -> Usage {
+    let usage = usage.unwrap_or(&Value::Null);
+    Usage {
+        input_tokens: u64_field(usage, "prompt_tokens"),
+        output_tokens: u64_field(usage, "completion_tokens"),
+    }
+}
+
+/// Tool calls assembled by index, from one message or from stream fragments.
+#[derive(Debug, Default)]
+struct CallParts {
+    calls: BTreeMap<u64, PartCall>,
+}
+
+#[derive(Debug, Default)]
+struct PartCall {
+    id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+    saw_arguments: bool,
+}
+
+impl CallParts {
+    /// Id and name come from the first fragment that has them (some servers
+    /// repeat the name in every fragment); arguments are concatenated.
+    fn merge(&mut self, index: u64, fragment: &Value) {
+        let call = self.calls.entry(index).or_default();
+        if call.id.is_none() {
+            call.id = str_field(fragment, "id")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+        }
+        let function = fragment.get("function").unwrap_or(&Value::Null);
+        if call.name.is_none() {
+            call.name = str_field(function, "name")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+        }
+        match function.get("arguments") {
+            Some(Value::String(s)) => {
+                call.arguments.push_str(s);
+                call.saw_arguments = true;
+            }
+            // A few servers send the arguments as an object rather than a string.
+            Some(v @ Value::Object(_)) => {
+                call.arguments.push_str(&v.to_string());
+                call.saw_arguments = true;
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(self) -> (Vec<ParsedCall>, Vec<String>) {
+        let mut calls = Vec::new();
+        let mut failures = Vec::new();
+        for (index, part) in self.calls {
+            let Some(name) = part.name else {
+                failures.push(format!(
+                    "tool call at index {index} has no function name (arguments: {})",
+                    wire::preview(&part.arguments)
+                ));
+                continue;
+            };
+            // A call with no arguments at all is a call without parameters.
+            let arguments = if part.saw_arguments {
+                part.arguments
+            } else {
+                "{}".to_string()
+            };
+            calls.push(ParsedCall {
+                id: part.id.unwrap_or_else(|| format!("call_{index}")),
+                name,
+                arguments,
+            });
+        }
+        (calls, failures)
+    }
+}
+
+/// Accumulates a streamed response from its SSE `data:` payloads.
+#[derive(Debug, Default)]
+pub struct StreamAccumulator {
+    text: String,
+    reasoning: Option<String>,
+    calls: CallParts,
+    finish_reason: Option<String>,
+    usage: Usage,
+    raw: Vec<String>,
+    done: bool,
+}
+
+impl StreamAccumulator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// True once `[DONE]` has been seen; later payloads are ignored.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Consume one `data:` payload. An error object in the stream fails the
+    /// call as an incomplete stream (it is retryable: servers send these when
+    /// they break off mid-answer).
+    pub fn push(&mut self, data: &str) -> Result<(), ProviderError> {
+        if self.done {
+            return Ok(());
+        }
+        self.raw.push(data.to_string());
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ProviderError::Decode(format!("invalid JSON in stream chunk: {e}")))?;
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            return Err(ProviderError::IncompleteStream(format!(
+                "error in stream: {}",
+                wire::error_message(err)
+            )));
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.usage = usage_of(Some(u));
+        }
+        // Only the first choice is used; `n` is never set above 1.
+        let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|c| {
+            c.iter()
+                .find(|ch| ch.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+        }) else {
+            return Ok(());
+        };
+        if let Some(reason) = str_field(choice, "finish_reason") {
+            self.finish_reason = Some(reason.to_string());
+        }
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        if let Some(t) = str_field(delta, "content") {
+            self.text.push_str(t);
+        }
+        if let Some(r) =
+            str_field(delta, "reasoning_content").or_else(|| str_field(delta, "reasoning"))
+        {
+            self.reasoning.get_or_insert_with(String::new).push_str(r);
+        }
+        for (pos, frag) in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            // A missing index falls back to the fragment's position in this chunk.
+            let index = frag
+                .get("index")
+                .and_then(Value::as_u64)
+                .unwrap_or(pos as u64);
+            self.calls.merge(index, frag);
+        }
+        Ok(())
+    }
+
+    /// The assembled response; an error unless `[DONE]` was seen, so a
+    /// half-received call is never returned.
+    pub fn finish(self) -> Result<ModelResponse, ProviderError> {
+        if !self.done {
+            return Err(ProviderError::IncompleteStream(format!(
+                "no [DONE] after {} chunks",
+                self.raw.len()
+            )));
+        }
+        let (tool_calls, parse_failures) = self.calls.finish();
+        Ok(ModelResponse {
+            text: self.text,
+            reasoning: self.reasoning,
+            tool_calls,
+            finish: finish_kind(self.finish_reason.as_deref()),
+            raw_finish_reason: self.finish_reason,
+            usage: self.usage,
+            raw: self.raw.join("\n"),
+            parse_failures,
+        })
+    }
+}

@@ -1,0 +1,257 @@
+//! The pairing invariant (SPEC C3): every tool call is answered by exactly one
+//! result before the conversation moves on. Providers reject histories that
+//! break it, so requests are always built from [`normalize`]d items.
+//!
+//! The rule, exactly:
+//! - `Terminal` items are not messages: they are dropped, and they are
+//!   invisible to pairing (a terminal between calls and results does not
+//!   separate them).
+//! - A *call block* is a maximal run of consecutive `ToolCall`s. Its *result
+//!   block* is the maximal run of `ToolResult`s right after it.
+//! - A result is valid only inside the result block of the call block that
+//!   holds its call. The first valid result for a call is kept, in place;
+//!   further results for the same call are dropped (noted).
+//! - Any other result (unknown id, or arriving after other messages) is an
+//!   orphan and is dropped (noted).
+//! - A call left without a valid result gets a synthetic `Interrupted` result,
+//!   appended after the block's kept results, in call order (noted).
+//! - A call whose id was already used by an earlier call is dropped (noted):
+//!   providers require unique call ids, and its result would be ambiguous.
+
+use attest_protocol::{ReceiptStatus, TranscriptItem};
+use std::collections::HashSet;
+
+/// What the model is shown for a call that never returned.
+pub const INTERRUPTED_OUTPUT: &str =
+    "[attest] This call was interrupted before it returned a result; it did not complete.";
+
+/// A history that satisfies [`validate_strict`], plus what was changed to get there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Normalized {
+    pub items: Vec<TranscriptItem>,
+    pub notes: Vec<String>,
+}
+
+/// Rewrite `items` so that the pairing invariant holds (see the module docs
+/// for the exact rule). Idempotent; the input is never modified.
+pub fn normalize(items: &[TranscriptItem]) -> Normalized {
+    let visible: Vec<&TranscriptItem> = items
+        .iter()
+        .filter(|i| !matches!(i, TranscriptItem::Terminal { .. }))
+        .collect();
+    let mut out = Vec::with_capacity(visible.len());
+    let mut notes = Vec::new();
+    let mut seen_calls: HashSet<&str> = HashSet::new();
+    let mut i = 0;
+    while i < visible.len() {
+        match visible[i] {
+            TranscriptItem::ToolCall { .. } => {
+                // Calls of this block: (id, name, answered).
+                let mut block: Vec<(&str, &str, bool)> = Vec::new();
+                while let Some(TranscriptItem::ToolCall { call_id, name, .. }) = visible.get(i) {
+                    if seen_calls.insert(call_id) {
+                        block.push((call_id, name, false));
+                        out.push(visible[i].clone());
+                    } else {
+                        notes.push(format!("dropped a repeated tool call with id `{call_id}`"));
+                    }
+                    i += 1;
+                }
+                while let Some(TranscriptItem::ToolResult { call_id, .. }) = visible.get(i) {
+                    match block.iter_mut().find(|(id, _, _)| id == call_id) {
+                        Some((_, _, answered)) if !*answered => {
+                            *answered = true;
+                            out.push(visible[i].clone());
+                        }
+                        Some(_) => {
+                            notes.push(format!("dropped a duplicate result for call `{call_id}`"))
+                        }
+                        None => {
+                            notes.push(format!("dropped an orphan result for call `{call_id}`"))
+                        }
+                    }
+                    i += 1;
+                }
+                for (id, name, _) in block.iter().filter(|(_, _, answered)| !answered) {
+                    notes.push(format!("added an interrupted result for call `{id}`"));
+                    out.push(interrupted_result(id, name));
+                }
+            }
+            TranscriptItem::ToolResult { call_id, .. } => {
+                notes.push(format!("dropped an orphan result for call `{call_id}`"));
+                i += 1;
+            }
+            other => {
+                out.push(other.clone());
+                i += 1;
+            }
+        }
+    }
+    Normalized { items: out, notes }
+}
+
+/// The synthetic result given to a call that never returned.
+pub fn interrupted_result(call_id: &str, name: &str) -> TranscriptItem {
+    TranscriptItem::ToolResult {
+        call_id: call_id.to_string(),
+        name: name.to_string(),
+        status: ReceiptStatus::Interrupted,
+        output: INTERRUPTED_OUTPUT.to_string(),
+        receipt: None,
+    }
+}
+
+/// Check the pairing invariant without changing anything. `Terminal` items
+/// are ignored, as in [`normalize`]. The error names the first violation.
+pub fn validate_strict(items: &[TranscriptItem]) -> Result<(), String> {
+    let visible: Vec<(usize, &TranscriptItem)> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| !matches!(i, TranscriptItem::Terminal { .. }))
+        .collect();
+    let mut seen_calls: HashSet<&str> = HashSet::new();
+    let mut i = 0;
+    while i < visible.len() {
+        let (pos, item) = visible[i];
+        match item {
+            TranscriptItem::ToolCall { .. } => {
+                let mut block: Vec<(&str, bool)> = Vec::new();
+                while let Some((pos, TranscriptItem::ToolCall { call_id, .. })) = visible.get(i) {
+                    if !seen_calls.insert(call_id) {
+                        return Err(format!("item {pos}: call id `{call_id}` is used twice"));
+                    }
+                    block.push((call_id, false));
+                    i += 1;
+                }
+                while let Some((pos, TranscriptItem::ToolResult { call_id, .. })) = visible.get(i) {
+                    match block.iter_mut().find(|(id, _)| id == call_id) {
+                        Some((_, answered)) if !*answered => *answered = true,
+                        Some(_) => {
+                            return Err(format!("item {pos}: second result for call `{call_id}`"))
+                        }
+                        None => {
+                            return Err(format!(
+                                "item {pos}: result for `{call_id}` answers no call of the block before it"
+                            ))
+                        }
+                    }
+                    i += 1;
+                }
+                if let Some((id, _)) = block.iter().find(|(_, answered)| !answered) {
+                    return Err(format!("call `{id}` has no result before the next message"));
+                }
+            }
+            TranscriptItem::ToolResult { call_id, .. } => {
+                return Err(format!(
+                    "item {pos}: result for `{call_id}` does not follow its call"
+                ));
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use attest_protocol::{AssistantPhase, TerminalReason, TerminalState};
+
+    fn call(id: &str) -> TranscriptItem {
+        TranscriptItem::ToolCall {
+            call_id: id.into(),
+            name: "read".into(),
+            arguments: "{}".into(),
+        }
+    }
+    fn result(id: &str) -> TranscriptItem {
+        TranscriptItem::ToolResult {
+            call_id: id.into(),
+            name: "read".into(),
+            status: ReceiptStatus::Ok,
+            output: format!("out {id}"),
+            receipt: None,
+        }
+    }
+    fn user(t: &str) -> TranscriptItem {
+        TranscriptItem::UserInput { text: t.into() }
+    }
+    fn assistant(t: &str) -> TranscriptItem {
+        TranscriptItem::AssistantOutput {
+            text: t.into(),
+            reasoning: None,
+            phase: AssistantPhase::Commentary,
+        }
+    }
+
+    #[test]
+    fn well_formed_history_is_unchanged() {
+        let items = vec![
+            user("hi"),
+            assistant("look"),
+            call("a"),
+            call("b"),
+            result("b"),
+            result("a"),
+            user("x"),
+        ];
+        let n = normalize(&items);
+        assert_eq!(n.items, items);
+        assert!(n.notes.is_empty());
+        assert!(validate_strict(&items).is_ok());
+    }
+
+    #[test]
+    fn missing_result_is_synthesized_after_existing_results() {
+        let items = vec![user("hi"), call("a"), call("b"), result("b"), user("next")];
+        let n = normalize(&items);
+        assert_eq!(
+            n.items,
+            vec![
+                user("hi"),
+                call("a"),
+                call("b"),
+                result("b"),
+                interrupted_result("a", "read"),
+                user("next")
+            ]
+        );
+        assert_eq!(n.notes.len(), 1);
+        assert!(validate_strict(&items).is_err());
+    }
+
+    #[test]
+    fn late_duplicate_and_orphan_results_are_dropped() {
+        let items = vec![
+            call("a"),
+            result("a"),
+            result("a"),
+            result("zzz"),
+            user("u"),
+            result("a"),
+        ];
+        let n = normalize(&items);
+        assert_eq!(n.items, vec![call("a"), result("a"), user("u")]);
+        assert_eq!(n.notes.len(), 3);
+    }
+
+    #[test]
+    fn terminal_items_are_dropped_and_do_not_split_blocks() {
+        let term = TranscriptItem::Terminal {
+            state: TerminalState::Cancelled,
+            reason: TerminalReason::UserCancelled,
+            answer: None,
+        };
+        let items = vec![call("a"), term.clone(), result("a"), term];
+        assert!(validate_strict(&items).is_ok());
+        assert_eq!(normalize(&items).items, vec![call("a"), result("a")]);
+    }
+
+    #[test]
+    fn repeated_call_id_is_dropped() {
+        let items = vec![call("a"), result("a"), call("a"), result("a")];
+        let n = normalize(&items);
+        assert_eq!(n.items, vec![call("a"), result("a")]);
+        assert!(validate_strict(&items).is_err());
+    }
+}

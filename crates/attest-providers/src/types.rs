@@ -1,0 +1,96 @@
+use attest_protocol::{ToolSpec, TranscriptItem, Usage};
+use std::time::Duration;
+
+/// Everything needed for one model call. `history` must already be normalized
+/// by [`crate::pairing::normalize`].
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub system: String,
+    pub tools: Vec<ToolSpec>,
+    pub history: Vec<TranscriptItem>,
+    pub stream: bool,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    /// Stop sequences, where the wire format supports them.
+    pub stop: Vec<String>,
+}
+
+/// A tool call as parsed from a response. `arguments` is the raw JSON text the
+/// model produced; it may be invalid and is validated by the tool registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// The normalized meaning of a raw finish / stop reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishKind {
+    /// Natural end of an answer (`stop`, `end_turn`, `stop_sequence`).
+    Stop,
+    /// The provider says it is calling tools (`tool_calls`, `tool_use`).
+    ToolUse,
+    /// The output was cut by a token limit.
+    Length,
+    /// Anything else (`content_filter`, unknown values, missing).
+    Other,
+}
+
+/// What one model call returned.
+#[derive(Debug, Clone)]
+pub struct ModelResponse {
+    pub text: String,
+    pub reasoning: Option<String>,
+    pub tool_calls: Vec<ParsedCall>,
+    pub finish: FinishKind,
+    /// The finish / stop reason exactly as the provider sent it.
+    pub raw_finish_reason: Option<String>,
+    pub usage: Usage,
+    /// Raw body (or concatenated SSE data lines), for the audit trace only.
+    pub raw: String,
+    /// Tool-call fragments that could not be turned into a call (no name, …).
+    pub parse_failures: Vec<String>,
+}
+
+/// A failed model call. `is_retryable` decides whether the engine retries.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("HTTP {status}: {body}")]
+    Http {
+        status: u16,
+        /// Response body, truncated; never contains the API key.
+        body: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("transport error: {0}")]
+    Transport(String),
+    #[error("stream ended before its terminator: {0}")]
+    IncompleteStream(String),
+    #[error("could not decode provider response: {0}")]
+    Decode(String),
+    #[error("scripted provider: {0}")]
+    Script(String),
+}
+
+impl ProviderError {
+    /// 408, 409, 429 and 5xx, transport failures and broken streams are
+    /// retried; other 4xx, undecodable bodies and script errors are not.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Http { status, .. } => {
+                matches!(status, 408 | 409 | 429) || (500..600).contains(status)
+            }
+            ProviderError::Transport(_) | ProviderError::IncompleteStream(_) => true,
+            ProviderError::Decode(_) | ProviderError::Script(_) => false,
+        }
+    }
+
+    /// The server's `retry-after`, when it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! `shell`: run a command line with `sh -c` in the workspace root.
+
+use super::{parse_args, spec};
+use crate::process::{self, describe_status, RunResult};
+use crate::text::captured_text;
+use crate::{Tool, ToolContext, ToolOutput};
+use async_trait::async_trait;
+use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Bytes kept of each of stdout and stderr.
+const STREAM_LIMIT: usize = 32 * 1024;
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+pub(crate) struct Shell {
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    command: String,
+}
+
+impl Shell {
+    pub(crate) fn new() -> Self {
+        Shell {
+            spec: spec(
+                "shell",
+                "Run a shell command (`sh -c`) in the workspace root and return its stdout and \
+                 stderr. A non-zero exit status is a failure; the command is killed after 120 \
+                 seconds and gets no stdin.",
+                EffectClass::Mutate,
+                serde_json::json!({
+                    "type": "object",
+                    "properties": {
+                        "command": {
+                            "type": "string",
+                            "description": "The command line, e.g. `cargo test 2>&1 | tail -n 20`."
+                        }
+                    },
+                    "required": ["command"],
+                    "additionalProperties": false
+                }),
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for Shell {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn default_permission(&self) -> Permission {
+        Permission::Ask
+    }
+
+    fn timeout(&self) -> Duration {
+        TIMEOUT
+    }
+
+    async fn execute(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
+        let args: Args = match parse_args(args) {
+            Ok(a) => a,
+            Err(out) => return *out,
+        };
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(&args.command)
+            .current_dir(ctx.workspace.root());
+        ctx.scrub_env(&mut cmd);
+        // The registry enforces `timeout()`; dropping the run kills the
+        // command's whole process group.
+        let finished = match process::run(cmd, None, None, STREAM_LIMIT).await {
+            RunResult::Finished(f) => f,
+            RunResult::TimedOut => {
+                return ToolOutput::timeout(format!("timed out after {} s", TIMEOUT.as_secs()))
+            }
+            RunResult::SpawnFailed(e) => {
+                return ToolOutput::error(format!("could not start `sh`: {e}"))
+            }
+            RunResult::WaitFailed(e) => {
+                return ToolOutput::error(format!("lost track of the command: {e}"))
+            }
+        };
+        let stdout = captured_text(&finished.stdout, finished.stdout_total, STREAM_LIMIT);
+        let stderr = captured_text(&finished.stderr, finished.stderr_total, STREAM_LIMIT);
+        let evidence = Evidence {
+            exit_code: finished.status.code(),
+            ..Evidence::default()
+        };
+        if finished.status.success() {
+            let output = match (stdout.is_empty(), stderr.is_empty()) {
+                (true, true) => "(command succeeded with no output)".to_string(),
+                (false, true) => stdout,
+                (true, false) => format!("[stderr]\n{stderr}"),
+                (false, false) => format!("{stdout}\n[stderr]\n{stderr}"),
+            };
+            return ToolOutput::ok(output, evidence);
+        }
+        let mut output = format!("command exited with {}", describe_status(&finished.status));
+        if !stdout.is_empty() {
+            output.push_str(&format!("\n[stdout]\n{stdout}"));
+        }
+        if !stderr.is_empty() {
+            output.push_str(&format!("\n[stderr]\n{stderr}"));
+        }
+        ToolOutput {
+            success: false,
+            output,
+            evidence,
+            evidence_present: false,
+            timed_out: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtin::test_support::context;
+    use serde_json::json;
+
+    async fn run(ctx: &ToolContext, command: &str) -> ToolOutput {
+        Shell::new().execute(json!({"command": command}), ctx).await
+    }
+
+    #[tokio::test]
+    async fn success_returns_output_and_exit_code() {
+        let (_dir, ctx) = context();
+        let out = run(&ctx, "echo hello; echo warn >&2").await;
+        assert!(out.success, "{out:?}");
+        assert!(out.evidence_present);
+        assert_eq!(out.output, "hello\n[stderr]\nwarn");
+        assert_eq!(out.evidence.exit_code, Some(0));
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_workspace_root_without_stdin() {
+        let (dir, ctx) = context();
+        let out = run(&ctx, "pwd; cat; echo after").await;
+        assert!(out.success, "{out:?}");
+        let pwd = dir.path().canonicalize().unwrap();
+        assert_eq!(out.output, format!("{}\nafter", pwd.display()));
+    }
+
+    #[tokio::test]
+    async fn nonzero_exit_is_a_failure_with_code_and_output() {
+        let (_dir, ctx) = context();
+        let out = run(&ctx, "echo partial; echo boom >&2; exit 7").await;
+        assert!(!out.success);
+        assert!(!out.timed_out);
+        assert_eq!(out.evidence.exit_code, Some(7));
+        assert_eq!(
+            out.output,
+            "command exited with status 7\n[stdout]\npartial\n[stderr]\nboom"
+        );
+    }
+
+    #[tokio::test]
+    async fn killed_by_signal_is_a_failure() {
+        let (_dir, ctx) = context();
+        let out = run(&ctx, "kill -9 $$").await;
+        assert!(!out.success);
+        assert_eq!(out.evidence.exit_code, None);
+        assert!(out.output.contains("signal 9"), "{}", out.output);
+    }
+
+    #[tokio::test]
+    async fn output_is_truncated_per_stream() {
+        let (_dir, ctx) = context();
+        let out = run(&ctx, "yes | head -c 100000").await;
+        assert!(out.success);
+        assert!(out.output.len() < STREAM_LIMIT + 200);
+        assert!(
+            out.output.contains("output was 100000 bytes"),
+            "{}",
+            &out.output[STREAM_LIMIT - 10..]
+        );
+    }
+
+    #[tokio::test]
+    async fn silent_success_says_so() {
+        let (_dir, ctx) = context();
+        let out = run(&ctx, "true").await;
+        assert!(out.success);
+        assert_eq!(out.output, "(command succeeded with no output)");
+    }
+
+    #[test]
+    fn default_timeout_is_two_minutes() {
+        assert_eq!(Shell::new().timeout(), Duration::from_secs(120));
+    }
+}

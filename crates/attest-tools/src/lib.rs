@@ -1,0 +1,116 @@
+//! Tools: the trait, the registry, argument validation, permissions, the
+//! built-in workspace tools and command tools from config.
+//!
+//! Invariants:
+//! - A tool runs only through [`ToolRegistry::execute`], after its arguments
+//!   parsed and validated against its JSON Schema ([`ToolRegistry::prepare`]).
+//!   Invalid arguments, unknown tools and refusals become error results the
+//!   model sees; they never panic and never run the tool.
+//! - Every execution yields a [`Receipt`](attest_protocol::Receipt) written by
+//!   the harness, with the evidence the tool declares (hash, exit code,
+//!   message id). A success without its declared evidence is
+//!   `missing_evidence` and satisfies no contract.
+//! - Built-in file tools are confined to the workspace root: absolute paths
+//!   outside it, `..` and symlink escapes are refused.
+//! - This crate knows nothing of prompts, providers or terminal states.
+
+mod builtin;
+mod command;
+mod process;
+mod registry;
+mod text;
+mod workspace;
+
+pub use builtin::builtin_tools;
+pub use command::{CommandTool, CommandToolConfig, CommandToolError};
+pub use registry::{
+    fingerprint_arguments, PrepareError, PreparedCall, RegistryError, ToolRegistry,
+};
+pub use workspace::{Workspace, WorkspaceError};
+
+use async_trait::async_trait;
+use attest_protocol::{Evidence, Permission, ToolSpec};
+
+/// What a tool reports back: whether it succeeded, what the model sees, the
+/// evidence for the receipt, and whether the declared evidence is present.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub success: bool,
+    /// Text for the model. On failure, the (sanitized) reason.
+    pub output: String,
+    pub evidence: Evidence,
+    /// False when the tool succeeded but its declared evidence is missing.
+    pub evidence_present: bool,
+    /// True when the tool was stopped for exceeding its time limit; the
+    /// receipt then says `timeout` rather than `error`.
+    pub timed_out: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(output: impl Into<String>, evidence: Evidence) -> Self {
+        ToolOutput {
+            success: true,
+            output: output.into(),
+            evidence,
+            evidence_present: true,
+            timed_out: false,
+        }
+    }
+
+    pub fn error(reason: impl Into<String>) -> Self {
+        ToolOutput {
+            success: false,
+            output: reason.into(),
+            evidence: Evidence::default(),
+            evidence_present: false,
+            timed_out: false,
+        }
+    }
+
+    /// A failure because the time limit expired.
+    pub fn timeout(reason: impl Into<String>) -> Self {
+        ToolOutput {
+            timed_out: true,
+            ..ToolOutput::error(reason)
+        }
+    }
+}
+
+/// Per-execution context handed to a tool.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub workspace: Workspace,
+    /// Environment variables removed from every child process a tool starts
+    /// (the provider's API key variable, …): tools never see harness secrets.
+    pub hidden_env: Vec<String>,
+}
+
+impl ToolContext {
+    pub fn new(workspace: Workspace) -> Self {
+        ToolContext {
+            workspace,
+            hidden_env: Vec::new(),
+        }
+    }
+
+    /// Remove the hidden variables from a command about to be spawned.
+    pub fn scrub_env(&self, cmd: &mut tokio::process::Command) {
+        for var in &self.hidden_env {
+            cmd.env_remove(var);
+        }
+    }
+}
+
+/// A tool the model may call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> &ToolSpec;
+    /// Permission when config says nothing about this tool.
+    fn default_permission(&self) -> Permission;
+    /// Timeout for one execution.
+    fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(60)
+    }
+    /// Run with validated arguments. Must not panic on any input.
+    async fn execute(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput;
+}
