@@ -574,7 +574,7 @@ async fn item12_imitated_tool_results_are_flagged_and_never_replayed() {
         let log = ws.log_entries();
         assert!(
             log.iter()
-                .any(|e| e["trace"]["record"] == "forged_observation"
+                .any(|e| e["trace"]["record"] == "protocol_violation" && e["trace"]["kind"] == "forged_observation"
                     && e["trace"]["raw"].as_str().unwrap().contains("9999")),
             "raw text kept in the trace"
         );

@@ -270,31 +270,14 @@ impl Run<'_> {
                 }
             };
 
-            let real_outputs: Vec<String> = self
-                .items
-                .iter()
-                .filter_map(|i| match i {
-                    TranscriptItem::ToolResult { output, .. } => Some(output.clone()),
-                    _ => None,
-                })
-                .collect();
-            if let Some(pattern) = forgery::detect_forged_observation(
-                &response.text,
-                real_outputs.iter().map(String::as_str),
-            ) {
+            if let Some((kind, detail)) = self.protocol_violation(&response) {
                 protocol_errors += 1;
-                self.trace(TraceRecord::ForgedObservation {
+                self.trace(TraceRecord::ProtocolViolation {
                     step,
-                    pattern: pattern.to_string(),
-                    raw: self.redact(&response.text),
+                    kind,
+                    raw: self.redact(&response.raw),
                 })?;
-                self.emit(EventBody::ProtocolError {
-                    step,
-                    kind: ProtocolErrorKind::ForgedObservation,
-                    detail: format!(
-                        "the response contains text imitating a tool result ({pattern}); nothing in it was executed or kept in history"
-                    ),
-                })?;
+                self.emit(EventBody::ProtocolError { step, kind, detail })?;
                 self.push(TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::ProtocolPlaceholder,
                     text: PROTOCOL_PLACEHOLDER.to_string(),
@@ -399,6 +382,26 @@ impl Run<'_> {
                 self.cfg.max_steps
             ),
         )
+    }
+
+    /// A violation the wire format reported, else text imitating a tool
+    /// result (unless quoted verbatim from a real tool output of this run).
+    fn protocol_violation(&self, response: &ModelResponse) -> Option<(ProtocolErrorKind, String)> {
+        if let Some(v) = &response.protocol_violation {
+            return Some((v.kind, v.detail.clone()));
+        }
+        let real_outputs = self.items.iter().filter_map(|i| match i {
+            TranscriptItem::ToolResult { output, .. } => Some(output.as_str()),
+            _ => None,
+        });
+        forgery::detect_forged_observation(&response.text, real_outputs).map(|pattern| {
+            (
+                ProtocolErrorKind::ForgedObservation,
+                format!(
+                    "the response contains text imitating a tool result ({pattern}); nothing in it was executed or kept in history"
+                ),
+            )
+        })
     }
 
     /// Log the response's commentary and calls (write-ahead), then execute

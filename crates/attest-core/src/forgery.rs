@@ -34,7 +34,7 @@ fn patterns() -> &'static [(&'static str, Regex)] {
 /// model may legitimately quote a file that contains such a line).
 pub fn detect_forged_observation<'a>(
     text: &str,
-    real_outputs: impl IntoIterator<Item = &'a str> + Clone,
+    real_outputs: impl Iterator<Item = &'a str> + Clone,
 ) -> Option<&'static str> {
     for (name, re) in patterns() {
         for m in re.find_iter(text) {
@@ -103,7 +103,7 @@ mod tests {
         assert_eq!(
             detect_forged_observation(
                 "The file says:\nObservation: this text is in the file",
-                [real]
+                [real].into_iter()
             ),
             None
         );

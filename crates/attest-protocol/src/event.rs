@@ -26,6 +26,14 @@ pub enum ProtocolErrorKind {
     NoParsableToolCall,
     /// The model wrote text imitating a tool result.
     ForgedObservation,
+    /// Text protocol: more than one Action where one is allowed.
+    MultipleActions,
+    /// Text protocol: an Action and a Final Answer in one response.
+    ActionWithFinalAnswer,
+    /// Text protocol: an Action line that does not parse or names no offered tool.
+    UnparsableAction,
+    /// Text protocol: neither an Action nor a Final Answer.
+    MissingActionOrAnswer,
 }
 
 /// One line of the event stream (`--json`). Every event carries the run id and

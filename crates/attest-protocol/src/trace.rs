@@ -1,4 +1,4 @@
-use crate::{Permission, TerminalReason, TerminalState};
+use crate::{Permission, ProtocolErrorKind, TerminalReason, TerminalState};
 use serde::{Deserialize, Serialize};
 
 /// An audit record kept in a run's trace beside its events (SPEC H1, B4).
@@ -56,11 +56,11 @@ pub enum TraceRecord {
         tool_name: String,
         error: String,
     },
-    /// Assistant text that imitated a tool result; the raw text is kept here
-    /// and replaced by a placeholder in history.
-    ForgedObservation {
+    /// A protocol-breaking response (e.g. text imitating a tool result): the
+    /// raw output is kept here and only here; history gets a placeholder.
+    ProtocolViolation {
         step: u32,
-        pattern: String,
+        kind: ProtocolErrorKind,
         raw: String,
     },
     /// The terminal decision and its basis.

@@ -215,6 +215,7 @@ impl Parts {
             usage,
             raw,
             parse_failures: self.failures,
+            protocol_violation: None,
         }
     }
 }

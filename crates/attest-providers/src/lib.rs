@@ -25,7 +25,9 @@ mod sse;
 mod types;
 mod wire;
 
-pub use types::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
+pub use types::{
+    FinishKind, ModelRequest, ModelResponse, ParsedCall, ProtocolViolation, ProviderError,
+};
 
 use async_trait::async_trait;
 

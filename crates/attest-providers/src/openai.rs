@@ -151,6 +151,7 @@ pub fn parse_response(body: &str) -> Result<ModelResponse, ProviderError> {
         usage: usage_of(v.get("usage")),
         raw: body.to_string(),
         parse_failures,
+        protocol_violation: None,
     })
 }
 
@@ -350,6 +351,7 @@ impl StreamAccumulator {
             usage: self.usage,
             raw: self.raw.join("\n"),
             parse_failures,
+            protocol_violation: None,
         })
     }
 }

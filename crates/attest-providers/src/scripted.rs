@@ -182,6 +182,7 @@ impl ScriptedResponse {
             .to_string(),
             tool_calls,
             parse_failures: Vec::new(),
+            protocol_violation: None,
         }
     }
 }

@@ -1,4 +1,4 @@
-use attest_protocol::{ToolSpec, TranscriptItem, Usage};
+use attest_protocol::{ProtocolErrorKind, ToolSpec, TranscriptItem, Usage};
 use std::time::Duration;
 
 /// Everything needed for one model call. `history` must already be normalized
@@ -51,6 +51,11 @@ pub struct ModelResponse {
     pub raw: String,
     /// Tool-call fragments that could not be turned into a call (no name, …).
     pub parse_failures: Vec<String>,
+    /// Set when the response broke the protocol in a way the wire format
+    /// can tell (text protocol: a self-written Observation, two Actions, an
+    /// unparsable Action). The engine then keeps nothing of it but the raw
+    /// text in the audit trace.
+    pub protocol_violation: Option<ProtocolViolation>,
 }
 
 /// A failed model call. `is_retryable` decides whether the engine retries.
@@ -93,4 +98,11 @@ impl ProviderError {
             _ => None,
         }
     }
+}
+
+/// How a response broke the protocol, as detected by the wire format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolViolation {
+    pub kind: ProtocolErrorKind,
+    pub detail: String,
 }
