@@ -118,7 +118,7 @@ async fn forged_observation_never_reaches_the_next_request() {
     assert!(serialized.contains(&PROTOCOL_PLACEHOLDER[..40]));
     // The raw text is in the trace, and only there.
     let raw_in_trace = log.entries.iter().any(|e| matches!(e,
-        LogEntry::Trace { trace: attest_protocol::TraceRecord::ProtocolViolation { raw, .. } } if raw.contains("\"count\": 0")));
+        LogEntry::Trace { trace: attest_protocol::TraceRecord::ProtocolViolation { raw, .. } } if raw.contains(r#"count\": 0"#)));
     assert!(raw_in_trace);
     let raw_in_items = log.entries.iter().any(|e| {
         matches!(e,
