@@ -46,6 +46,10 @@ pub struct ProviderSection {
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
     pub request_timeout_secs: Option<u64>,
+    /// `native`, `text` or `auto` (text when `tool_calling = false`).
+    pub protocol: Option<crate::setup::ProtocolMode>,
+    /// Whether the model supports native tool calling.
+    pub tool_calling: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -2,8 +2,12 @@
 //! config files, environment variables and JSONL output.
 
 mod config;
+mod inspect;
+mod output;
 mod render;
 mod run_cmd;
+mod setup;
+mod store_log;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,6 +31,14 @@ enum Command {
     /// Run one task non-interactively; the exit code says how it ended
     /// (0 completed, 3 unverified, 4 incomplete, 5 failed, 130 cancelled).
     Run(run_cmd::RunArgs),
+    /// Continue a run left unfinished by a crash, from its log.
+    Resume(run_cmd::ResumeArgs),
+    /// List sessions.
+    Sessions(inspect::WorkspaceArg),
+    /// List runs with state, reason, steps and time.
+    Runs(inspect::RunsArgs),
+    /// Show how a run went and why it ended as it did.
+    Trace(inspect::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,7 +54,21 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run(args) => runtime.block_on(run_cmd::execute(args)),
+        Command::Run(args) => runtime.block_on(run_cmd::run(args)),
+        Command::Resume(args) => runtime.block_on(run_cmd::resume(args)),
+        Command::Sessions(args) => report(inspect::sessions(args)),
+        Command::Runs(args) => report(inspect::runs(args)),
+        Command::Trace(args) => report(inspect::trace(args)),
     };
     ExitCode::from(code)
+}
+
+fn report(result: anyhow::Result<()>) -> u8 {
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("attest: {e:#}");
+            EXIT_USAGE
+        }
+    }
 }

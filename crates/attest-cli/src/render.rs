@@ -2,18 +2,15 @@
 
 use attest_protocol::{Event, EventBody, ReceiptStatus, TerminalState};
 use std::io::Write;
-use std::path::Path;
 
 pub struct HumanRenderer {
     provider_label: String,
-    log_path: String,
 }
 
 impl HumanRenderer {
-    pub fn new(provider_label: &str, log_path: &Path) -> Self {
+    pub fn new(provider_label: &str) -> Self {
         HumanRenderer {
             provider_label: provider_label.to_string(),
-            log_path: log_path.display().to_string(),
         }
     }
 
@@ -29,6 +26,19 @@ impl HumanRenderer {
                 err,
                 "attest: run {} ({}, contract {}, session {session_id})",
                 event.run_id, self.provider_label, contract.kind
+            ),
+            EventBody::RunResumed {
+                interrupted_calls, ..
+            } => writeln!(
+                err,
+                "attest: resuming run {} ({}); interrupted calls: {}",
+                event.run_id,
+                self.provider_label,
+                if interrupted_calls.is_empty() {
+                    "none".to_string()
+                } else {
+                    interrupted_calls.join(", ")
+                }
             ),
             EventBody::Progress { text, .. } => writeln!(err, "  … {}", one_line(text, 200)),
             EventBody::ToolStarted {
@@ -113,8 +123,8 @@ impl HumanRenderer {
             } => {
                 let _ = writeln!(
                     err,
-                    "attest: {state} ({reason}) after {steps} step(s): {basis}\nattest: trace {}",
-                    self.log_path
+                    "attest: {state} ({reason}) after {steps} step(s): {basis}\nattest: details: attest trace {}",
+                    event.run_id
                 );
                 let mut out = std::io::stdout().lock();
                 match (state, answer) {
@@ -129,7 +139,7 @@ impl HumanRenderer {
     }
 }
 
-fn one_line(text: &str, max: usize) -> String {
+pub fn one_line(text: &str, max: usize) -> String {
     let flat: String = text
         .chars()
         .map(|c| if c == '\n' { ' ' } else { c })

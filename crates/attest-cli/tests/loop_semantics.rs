@@ -574,9 +574,20 @@ async fn item12_imitated_tool_results_are_flagged_and_never_replayed() {
         let log = ws.log_entries();
         assert!(
             log.iter()
-                .any(|e| e["trace"]["record"] == "protocol_violation" && e["trace"]["kind"] == "forged_observation"
-                    && e["trace"]["raw"].as_str().unwrap().contains("9999")),
-            "raw text kept in the trace"
+                .any(|e| e["trace"]["record"] == "protocol_violation"
+                    && e["trace"]["kind"] == "forged_observation"),
+            "violation recorded in the trace"
+        );
+        assert!(
+            ws.artifacts()
+                .iter()
+                .any(|a| a.kind == "protocol_violation" && a.body.contains("9999")),
+            "raw text kept as an audit artifact"
+        );
+        assert!(
+            !log.iter()
+                .any(|e| e["entry"] == "item" && e.to_string().contains("9999")),
+            "forged text in the transcript"
         );
     }
 }

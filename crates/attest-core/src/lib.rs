@@ -25,11 +25,18 @@ mod forgery;
 mod judge;
 mod log;
 mod prompt;
+mod redact;
 mod render;
+mod session;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, StaticApprover};
-pub use engine::{Engine, RetryPolicy, RunConfig, RunOutcome};
+pub use engine::{
+    new_id, prefix_hash, Engine, EngineError, Observer, ResumeState, RetryPolicy, RunConfig,
+    RunOutcome,
+};
 pub use forgery::detect_forged_observation;
 pub use judge::{judge, Attempt, Judgement};
 pub use log::{JsonlRunLog, LogEntry, LogError, MemoryRunLog, RunLog};
 pub use prompt::{base_system_prompt, CORRECTIVE_PREFIX, PROMPT_VERSION, PROTOCOL_PLACEHOLDER};
+pub use redact::redact_secrets;
+pub use session::session_history;

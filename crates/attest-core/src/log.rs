@@ -5,20 +5,12 @@
 //! the entry is written, so what a later step acts on is already on disk.
 //! The durable store implements this trait in its own crate.
 
-use attest_protocol::{Event, TraceRecord, TranscriptItem};
-use serde::{Deserialize, Serialize};
+pub use attest_protocol::LogEntry;
+#[cfg(test)]
+use attest_protocol::TranscriptItem;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-
-/// One line of a run log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "entry", rename_all = "snake_case")]
-pub enum LogEntry {
-    Item { item: TranscriptItem },
-    Event { event: Event },
-    Trace { trace: TraceRecord },
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -29,6 +21,8 @@ pub enum LogError {
     },
     #[error("run log serialization error: {0}")]
     Serialize(#[from] serde_json::Error),
+    #[error("run store error: {0}")]
+    Store(String),
 }
 
 /// Append-only sink for a run's entries.

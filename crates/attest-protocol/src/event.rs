@@ -59,6 +59,13 @@ pub enum EventBody {
         loop_version: String,
         prompt_version: String,
     },
+    /// First event of a resumed run (after a crash): calls that were in
+    /// flight are recorded as interrupted, never re-executed.
+    RunResumed {
+        trace_id: String,
+        session_id: String,
+        interrupted_calls: Vec<String>,
+    },
     /// Commentary or streamed text. Never a completion.
     Progress { step: u32, text: String },
     ToolStarted {
@@ -130,6 +137,7 @@ impl EventBody {
     pub fn type_name(&self) -> &'static str {
         match self {
             EventBody::RunStarted { .. } => "run_started",
+            EventBody::RunResumed { .. } => "run_resumed",
             EventBody::Progress { .. } => "progress",
             EventBody::ToolStarted { .. } => "tool_started",
             EventBody::ToolResult { .. } => "tool_result",

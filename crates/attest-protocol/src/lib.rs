@@ -12,6 +12,8 @@
 
 mod contract;
 mod event;
+mod failure;
+mod log_entry;
 mod receipt;
 mod terminal;
 mod tool;
@@ -20,10 +22,15 @@ mod transcript;
 
 pub use contract::{CompletionContract, ContractKind, EffectClass};
 pub use event::{Event, EventBody, ProtocolErrorKind, Usage};
+pub use failure::{
+    Availability, ConfidenceLevel, DataImpact, DataQuality, DataSource, DataStatus, ErrorType,
+    Freshness, HintCode, Provenance, RetrievalStatus, TaskType, ToolFailure,
+};
+pub use log_entry::LogEntry;
 pub use receipt::{Evidence, Receipt, ReceiptStatus, VerificationStatus};
 pub use terminal::{TerminalReason, TerminalState};
 pub use tool::{Permission, ToolSpec};
-pub use trace::TraceRecord;
+pub use trace::{ContextSource, TraceRecord};
 pub use transcript::{AssistantPhase, HarnessMessageKind, TranscriptItem};
 
 /// Version of the run loop's semantics. Bump when the loop's decisions change,

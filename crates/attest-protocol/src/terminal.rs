@@ -67,6 +67,8 @@ pub enum TerminalReason {
     UserCancelled,
     /// The run's wall-clock limit expired.
     Timeout,
+    /// The process running it stopped (crash, kill) before it ended.
+    Interrupted,
 }
 
 impl TerminalReason {
@@ -82,6 +84,7 @@ impl TerminalReason {
             TerminalReason::ToolFailure => "tool_failure",
             TerminalReason::UserCancelled => "user_cancelled",
             TerminalReason::Timeout => "timeout",
+            TerminalReason::Interrupted => "interrupted",
         }
     }
 }

@@ -18,6 +18,12 @@ pub enum TraceRecord {
         prefix_hash: String,
         tool_names: Vec<String>,
         message_count: usize,
+        max_tokens: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        temperature: Option<f32>,
+        /// What the request was assembled from, with sizes.
+        #[serde(default)]
+        context_sources: Vec<ContextSource>,
         /// Notes from the pairing normalizer (synthetic or dropped results).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pairing_notes: Vec<String>,
@@ -69,4 +75,15 @@ pub enum TraceRecord {
         reason: TerminalReason,
         basis: String,
     },
+}
+
+/// One source of a request's context and its size (SPEC H1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextSource {
+    /// `system_prompt`, `tools`, `session_history`, `run_transcript`, …
+    pub name: String,
+    pub items: usize,
+    pub bytes: usize,
+    #[serde(default)]
+    pub truncated: bool,
 }

@@ -21,6 +21,10 @@ pub enum HarnessMessageKind {
     ProtocolPlaceholder,
     /// A reminder (doom loop, budget).
     Reminder,
+    /// A real tool result rendered as `Observation: …` for a text-protocol
+    /// (ReAct) model. Only built into requests from a `ToolResult`; the
+    /// canonical transcript keeps the result itself (SPEC B1).
+    Observation,
 }
 
 /// One entry of the canonical, append-only transcript (SPEC C1). Provider

@@ -22,6 +22,7 @@ pub mod openai;
 pub mod pairing;
 pub mod scripted;
 mod sse;
+pub mod text_protocol;
 mod types;
 mod wire;
 

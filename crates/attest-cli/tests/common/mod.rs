@@ -303,18 +303,34 @@ impl TestWorkspace {
         std::fs::write(p, text).unwrap();
     }
 
-    /// Every entry of every run log in this workspace.
+    /// The run store of this workspace.
+    pub fn store(&self) -> attest_store::SqliteStore {
+        attest_store::SqliteStore::open(&self.dir.path().join(".attest/attest.db")).unwrap()
+    }
+
+    /// Every log entry of every run in this workspace, as JSON.
     pub fn log_entries(&self) -> Vec<Value> {
-        let dir = self.dir.path().join(".attest/runs");
+        use attest_store::Store;
+        let store = self.store();
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-            out.extend(
-                text.lines()
-                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
-            );
+        for run in store.runs(None).unwrap() {
+            for e in store.entries(&run.id).unwrap() {
+                out.push(serde_json::to_value(e).unwrap());
+            }
         }
         out
+    }
+
+    /// Every raw audit artifact in this workspace.
+    pub fn artifacts(&self) -> Vec<attest_store::Artifact> {
+        use attest_store::Store;
+        let store = self.store();
+        store
+            .runs(None)
+            .unwrap()
+            .iter()
+            .flat_map(|r| store.artifacts(&r.id).unwrap())
+            .collect()
     }
 }
 
@@ -387,6 +403,7 @@ pub async fn run_attest(model: &MockModel, ws: &TestWorkspace, extra: &[&str]) -
 
 /// Run the `attest` binary with arguments and extra environment variables.
 pub async fn run_binary(args: Vec<String>, env: &[(&str, &str)]) -> RunResult {
+    let streams_events = matches!(args.first().map(String::as_str), Some("run" | "resume"));
     let env: Vec<(String, String)> = env
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -412,7 +429,7 @@ pub async fn run_binary(args: Vec<String>, env: &[(&str, &str)]) -> RunResult {
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         let events = stdout
             .lines()
-            .filter(|l| l.starts_with('{'))
+            .filter(|l| streams_events && l.starts_with('{'))
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l}: {e}")))
             .collect();
         RunResult {

@@ -1,0 +1,337 @@
+//! `attest sessions`, `attest runs` and `attest trace`: reading the store.
+
+use crate::render::one_line;
+use crate::store_log::open_store;
+use anyhow::Result;
+use attest_protocol::{EventBody, LogEntry, TraceRecord, TranscriptItem};
+use attest_store::{RunRecord, Store};
+use clap::Args;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct WorkspaceArg {
+    /// Workspace whose store to read.
+    #[arg(short = 'C', long, default_value = ".")]
+    pub workspace: PathBuf,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only runs of this session.
+    #[arg(long)]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub ws: WorkspaceArg,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Run id or unique prefix.
+    pub run: String,
+    /// Show the raw model outputs kept for audit.
+    #[arg(long)]
+    pub raw: bool,
+    #[command(flatten)]
+    pub ws: WorkspaceArg,
+}
+
+fn status_label(run: &RunRecord) -> String {
+    if run.is_orphaned() {
+        "interrupted? (process gone: `attest resume`)".to_string()
+    } else {
+        run.status.clone()
+    }
+}
+
+pub fn sessions(args: WorkspaceArg) -> Result<()> {
+    let store = open_store(&args.workspace)?;
+    let sessions = store.sessions()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        return Ok(());
+    }
+    if sessions.is_empty() {
+        println!("no sessions");
+    }
+    for s in sessions {
+        println!(
+            "{}  {} run(s)  last {}  updated {}",
+            s.id,
+            s.runs,
+            s.last_status.as_deref().unwrap_or("-"),
+            s.updated_at
+        );
+    }
+    Ok(())
+}
+
+pub fn runs(args: RunsArgs) -> Result<()> {
+    let store = open_store(&args.ws.workspace)?;
+    let runs = store.runs(args.session.as_deref())?;
+    if args.ws.json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+        return Ok(());
+    }
+    if runs.is_empty() {
+        println!("no runs");
+    }
+    for r in runs {
+        println!(
+            "{}  {:<12} {:<18} steps {:<3} {}  session {}  {}",
+            r.id,
+            status_label(&r),
+            r.reason.as_deref().unwrap_or("-"),
+            r.steps,
+            r.started_at,
+            r.session_id,
+            one_line(&r.prompt, 60)
+        );
+    }
+    Ok(())
+}
+
+pub fn trace(args: TraceArgs) -> Result<()> {
+    let store = open_store(&args.ws.workspace)?;
+    let run = store.run(&args.run)?;
+    let entries = store.entries(&run.id)?;
+    if args.raw {
+        let artifacts = store.artifacts(&run.id)?;
+        if args.ws.json {
+            println!("{}", serde_json::to_string_pretty(&artifacts)?);
+        } else {
+            for a in artifacts {
+                println!(
+                    "--- artifact {} ({}, step {}) {}\n{}",
+                    a.id,
+                    a.kind,
+                    a.step.map_or("-".into(), |s| s.to_string()),
+                    a.created_at,
+                    a.body
+                );
+            }
+        }
+        return Ok(());
+    }
+    if args.ws.json {
+        let doc = serde_json::json!({ "run": run, "entries": entries });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    print!("{}", timeline(&run, &entries));
+    Ok(())
+}
+
+/// A readable account of a run: requests, responses, calls with their
+/// permission decisions and receipts, retries, and the terminal basis.
+pub fn timeline(run: &RunRecord, entries: &[LogEntry]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "run {}  session {}  trace {}",
+        run.id, run.session_id, run.trace_id
+    );
+    let _ = writeln!(
+        out,
+        "status {}{}  steps {}  started {}  finished {}",
+        status_label(run),
+        run.reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default(),
+        run.steps,
+        run.started_at,
+        run.finished_at.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(
+        out,
+        "loop_version {}  prompt_version {}",
+        run.loop_version, run.prompt_version
+    );
+    let _ = writeln!(out, "prompt: {}", one_line(&run.prompt, 200));
+    for entry in entries {
+        let line = match entry {
+            LogEntry::Trace { trace } => trace_line(trace),
+            LogEntry::Event { event } => event_line(&event.body),
+            LogEntry::Item { item } => item_line(item),
+        };
+        if let Some(line) = line {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
+
+fn trace_line(trace: &TraceRecord) -> Option<String> {
+    Some(match trace {
+        TraceRecord::Request {
+            step,
+            attempt,
+            api_family,
+            model,
+            stream,
+            prefix_hash,
+            tool_names,
+            message_count,
+            max_tokens,
+            temperature,
+            context_sources,
+            pairing_notes,
+            ..
+        } => {
+            let sources: Vec<String> = context_sources
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} {} item(s) {} B{}",
+                        s.name,
+                        s.items,
+                        s.bytes,
+                        if s.truncated { " truncated" } else { "" }
+                    )
+                })
+                .collect();
+            let mut l = format!(
+                "\nstep {step}  request attempt {attempt}: {api_family} {model} stream={stream} max_tokens={max_tokens}{} messages={message_count} prefix {}\n  tools: {}\n  context: {}",
+                temperature.map(|t| format!(" temperature={t}")).unwrap_or_default(),
+                &prefix_hash[..prefix_hash.len().min(12)],
+                tool_names.join(", "),
+                sources.join("; ")
+            );
+            for note in pairing_notes {
+                let _ = write!(l, "\n  pairing: {note}");
+            }
+            l
+        }
+        TraceRecord::Response {
+            raw_finish_reason,
+            parsed_calls,
+            parse_failures,
+            input_tokens,
+            output_tokens,
+            text,
+            ..
+        } => {
+            let mut l = format!(
+                "  response: finish {}  tokens in {input_tokens} out {output_tokens}  calls [{}]",
+                raw_finish_reason.as_deref().unwrap_or("(none)"),
+                parsed_calls.join(", ")
+            );
+            if !text.is_empty() {
+                let _ = write!(l, "\n    text: {}", one_line(text, 160));
+            }
+            for f in parse_failures {
+                let _ = write!(l, "\n    parse failure: {f}");
+            }
+            l
+        }
+        TraceRecord::RawOutput { .. } => return None,
+        TraceRecord::ProviderError {
+            attempt,
+            error,
+            retryable,
+            ..
+        } => format!(
+            "  provider error (attempt {attempt}, {}): {}",
+            if *retryable { "retryable" } else { "final" },
+            one_line(error, 200)
+        ),
+        TraceRecord::PermissionDecision {
+            call_id,
+            tool_name,
+            permission,
+            approved,
+            decided_by,
+        } => format!(
+            "  permission {tool_name} {call_id}: {permission} → {} by {decided_by}",
+            if *approved { "allowed" } else { "refused" }
+        ),
+        TraceRecord::InvalidArguments {
+            call_id,
+            tool_name,
+            error,
+        } => {
+            format!(
+                "  invalid call {tool_name} {call_id}: {}",
+                one_line(error, 200)
+            )
+        }
+        TraceRecord::ProtocolViolation { kind, raw, .. } => {
+            format!(
+                "  protocol violation {kind:?}: raw output kept as {raw} (`attest trace --raw`)"
+            )
+        }
+        TraceRecord::Terminal {
+            state,
+            reason,
+            basis,
+        } => {
+            format!("\nterminal: {state} ({reason})\n  basis: {basis}")
+        }
+    })
+}
+
+fn event_line(body: &EventBody) -> Option<String> {
+    Some(match body {
+        EventBody::ToolResult {
+            call_id,
+            tool_name,
+            receipt,
+            ..
+        } => {
+            let ev = serde_json::to_string(&receipt.evidence).unwrap_or_default();
+            format!(
+                "  receipt {tool_name} {call_id}: {} {} {} ms  evidence {ev}{}",
+                receipt.status.as_str(),
+                serde_json::to_value(receipt.verification_status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                receipt.duration_ms(),
+                receipt
+                    .error
+                    .as_deref()
+                    .map(|e| format!("  error: {}", one_line(e, 160)))
+                    .unwrap_or_default()
+            )
+        }
+        EventBody::ProviderRetry {
+            attempt, delay_ms, ..
+        } => {
+            format!("  retry {attempt} after {delay_ms} ms")
+        }
+        EventBody::CorrectiveInjected { missing, .. } => {
+            format!("  corrective turn: missing {missing}")
+        }
+        EventBody::ProtocolError { kind, detail, .. } => {
+            format!("  protocol error {kind:?}: {detail}")
+        }
+        EventBody::ApprovalRequested {
+            tool_name, call_id, ..
+        } => format!("  approval requested {tool_name} {call_id}"),
+        EventBody::RunResumed {
+            interrupted_calls, ..
+        } => format!(
+            "\nresumed after an interruption; interrupted calls: [{}]",
+            interrupted_calls.join(", ")
+        ),
+        _ => return None,
+    })
+}
+
+fn item_line(item: &TranscriptItem) -> Option<String> {
+    match item {
+        TranscriptItem::ToolCall {
+            call_id,
+            name,
+            arguments,
+        } => Some(format!(
+            "  call {name} {call_id} {}",
+            one_line(arguments, 160)
+        )),
+        _ => None,
+    }
+}

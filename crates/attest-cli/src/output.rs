@@ -1,0 +1,32 @@
+//! Where events go: JSONL on stdout, or the human renderer.
+
+use crate::render::HumanRenderer;
+use attest_protocol::Event;
+use std::io::Write;
+
+pub struct Output {
+    json: bool,
+    human: HumanRenderer,
+}
+
+impl Output {
+    pub fn new(json: bool, provider_label: &str) -> Self {
+        Output {
+            json,
+            human: HumanRenderer::new(provider_label),
+        }
+    }
+
+    pub fn on_event(&mut self, event: &Event) {
+        if self.json {
+            let mut out = std::io::stdout().lock();
+            if let Ok(line) = serde_json::to_string(event) {
+                // A closed stdout must not abort the run; the store has everything.
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+        } else {
+            self.human.on_event(event);
+        }
+    }
+}

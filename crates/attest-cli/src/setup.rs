@@ -1,0 +1,407 @@
+//! Turning flags, environment, config and (for resume) a run's stored
+//! settings into an [`Engine`] and a [`RunConfig`]. Precedence: flag, then
+//! stored settings, then environment, then `attest.toml`, then default.
+
+use crate::config::{self, ConfigFile, LoadedConfig};
+use anyhow::{anyhow, bail, Context, Result};
+use attest_core::{Engine, RetryPolicy, RunConfig, StaticApprover};
+use attest_protocol::{CompletionContract, ContractKind};
+use attest_providers::http::{HttpProvider, HttpProviderConfig, WireFormat};
+use attest_providers::scripted::ScriptedProvider;
+use attest_providers::text_protocol::TextProtocolProvider;
+use attest_providers::ModelProvider;
+use attest_tools::{builtin_tools, CommandTool, Tool, ToolContext, ToolRegistry, Workspace};
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    Openai,
+    Anthropic,
+    Scripted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    Deny,
+    Allow,
+}
+
+/// How tools are offered to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtocolMode {
+    /// The provider's native tool calling.
+    Native,
+    /// The text (ReAct) protocol: tools described in the prompt, only the
+    /// harness writes Observations.
+    Text,
+    /// Text when the provider is configured without tool calling, else native.
+    Auto,
+}
+
+/// Options shared by `attest run` and `attest resume`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct EngineArgs {
+    /// Model provider.
+    #[arg(long, env = "ATTEST_PROVIDER", value_enum)]
+    pub provider: Option<ProviderKind>,
+    /// Endpoint base URL (OpenAI: including `/v1`; Anthropic: without it).
+    /// Defaults to OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Model name.
+    #[arg(long, env = "ATTEST_MODEL")]
+    pub model: Option<String>,
+    /// Read the API key from this variable instead of OPENAI_API_KEY / ANTHROPIC_API_KEY.
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Script of responses for `--provider scripted` (JSON or YAML).
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// Tool protocol: native tool calling, or the text (ReAct) protocol.
+    #[arg(long, value_enum)]
+    pub protocol: Option<ProtocolMode>,
+    /// Workspace root; tools are confined to it.
+    #[arg(short = 'C', long, default_value = ".")]
+    pub workspace: PathBuf,
+    /// Config file (default: WORKSPACE/attest.toml, then the user config dir).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Completion contract: what evidence a `completed` run needs.
+    #[arg(long, value_parser = parse_contract)]
+    pub expect: Option<ContractKind>,
+    /// A tool that must have a successful receipt (repeatable).
+    #[arg(long = "require-tool")]
+    pub require_tool: Vec<String>,
+    /// Model calls allowed before the run ends `incomplete`.
+    #[arg(long)]
+    pub max_steps: Option<u32>,
+    /// Corrective turns when required evidence is missing.
+    #[arg(long)]
+    pub max_corrections: Option<u32>,
+    /// Stream responses (default).
+    #[arg(long, overrides_with = "no_stream")]
+    pub stream: bool,
+    /// Do not stream responses.
+    #[arg(long = "no-stream")]
+    pub no_stream: bool,
+    /// Decision for tools whose permission is `ask` (non-interactive default: deny).
+    #[arg(long, value_enum)]
+    pub approval: Option<ApprovalMode>,
+    /// Wall-clock limit for the whole run, in seconds.
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Print one JSON event per line on stdout instead of human output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_contract(s: &str) -> Result<ContractKind, String> {
+    s.parse()
+}
+
+/// The resolved settings of a run, stored with it so `attest resume` can
+/// rebuild the same engine. Never holds secrets (only the key's variable name).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredSettings {
+    pub provider: ProviderKind,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub script: Option<PathBuf>,
+    pub protocol: ProtocolMode,
+    pub contract: CompletionContract,
+    pub max_steps: u32,
+    pub max_corrections: u32,
+    pub stream: bool,
+    pub approval: ApprovalMode,
+    pub timeout_secs: Option<u64>,
+}
+
+impl EngineArgs {
+    /// Fill options not given on the command line from a run's stored settings.
+    pub fn with_defaults_from(mut self, s: &StoredSettings) -> Self {
+        self.provider = self.provider.or(Some(s.provider));
+        self.base_url = self.base_url.or_else(|| s.base_url.clone());
+        self.model = self.model.or_else(|| s.model.clone());
+        self.api_key_env = self.api_key_env.or_else(|| s.api_key_env.clone());
+        self.script = self.script.or_else(|| s.script.clone());
+        self.protocol = self.protocol.or(Some(s.protocol));
+        self.expect = self.expect.or(Some(s.contract.kind));
+        if self.require_tool.is_empty() {
+            self.require_tool = s.contract.required_tools.clone();
+        }
+        self.max_steps = self.max_steps.or(Some(s.max_steps));
+        self.max_corrections = self.max_corrections.or(Some(s.max_corrections));
+        if !self.stream && !self.no_stream {
+            self.stream = s.stream;
+            self.no_stream = !s.stream;
+        }
+        self.approval = self.approval.or(Some(s.approval));
+        self.timeout = self.timeout.or(s.timeout_secs);
+        self
+    }
+}
+
+/// Everything a command needs to drive a run.
+pub struct Prepared {
+    pub engine: Engine,
+    pub cfg: RunConfig,
+    pub workspace: Workspace,
+    pub json: bool,
+    pub provider_label: String,
+    pub settings: StoredSettings,
+}
+
+pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
+    let workspace = Workspace::new(&args.workspace)
+        .with_context(|| format!("workspace {}", args.workspace.display()))?;
+    let LoadedConfig { file, path } = config::load(args.config.as_deref(), workspace.root())?;
+    let config_note = path
+        .as_ref()
+        .map(|p| format!(" (config {})", p.display()))
+        .unwrap_or_default();
+
+    let kind = match (&args.provider, file.provider.name.as_deref()) {
+        (Some(k), _) => *k,
+        (None, Some(name)) => ProviderKind::from_str(name, true)
+            .map_err(|_| anyhow!("unknown provider `{name}` in config{config_note}"))?,
+        (None, None) => bail!(
+            "no provider configured: pass --provider openai|anthropic|scripted, set ATTEST_PROVIDER, or set [provider] name in attest.toml"
+        ),
+    };
+    let protocol = args
+        .protocol
+        .or(file.provider.protocol)
+        .unwrap_or(ProtocolMode::Auto);
+
+    let mut secrets = Vec::new();
+    // Tools never inherit provider keys, whichever provider this run uses.
+    let mut hidden_env = vec![
+        "OPENAI_API_KEY".to_string(),
+        "ANTHROPIC_API_KEY".to_string(),
+    ];
+    let mut settings = StoredSettings {
+        provider: kind,
+        base_url: None,
+        model: None,
+        api_key_env: None,
+        script: None,
+        protocol,
+        contract: CompletionContract::default(),
+        max_steps: 20,
+        max_corrections: 1,
+        stream: true,
+        approval: ApprovalMode::Deny,
+        timeout_secs: None,
+    };
+    let (mut provider, mut provider_label): (Arc<dyn ModelProvider>, String) = match kind {
+        ProviderKind::Scripted => {
+            let script = args
+                .script
+                .clone()
+                .or_else(|| file.provider.script.clone())
+                .ok_or_else(|| anyhow!("--provider scripted needs --script FILE"))?;
+            let script = if script.is_relative() && !script.exists() {
+                workspace.root().join(script)
+            } else {
+                script
+            };
+            let script = script.canonicalize().unwrap_or(script);
+            let p = ScriptedProvider::from_file(&script)?;
+            settings.script = Some(script.clone());
+            (Arc::new(p), format!("scripted {}", script.display()))
+        }
+        ProviderKind::Openai | ProviderKind::Anthropic => {
+            let (wire, name, url_env, key_env, default_url) = if kind == ProviderKind::Openai {
+                (
+                    WireFormat::OpenAiChat,
+                    "openai",
+                    "OPENAI_BASE_URL",
+                    "OPENAI_API_KEY",
+                    "https://api.openai.com/v1",
+                )
+            } else {
+                (
+                    WireFormat::AnthropicMessages,
+                    "anthropic",
+                    "ANTHROPIC_BASE_URL",
+                    "ANTHROPIC_API_KEY",
+                    "https://api.anthropic.com",
+                )
+            };
+            let base_url = args
+                .base_url
+                .clone()
+                .or_else(|| non_empty_env(url_env))
+                .or_else(|| file.provider.base_url.clone())
+                .unwrap_or_else(|| default_url.to_string());
+            let model = args
+                .model
+                .clone()
+                .or_else(|| file.provider.model.clone())
+                .ok_or_else(|| anyhow!("no model: pass --model NAME or set ATTEST_MODEL"))?;
+            let key_var = args
+                .api_key_env
+                .clone()
+                .or_else(|| file.provider.api_key_env.clone())
+                .unwrap_or_else(|| key_env.to_string());
+            let api_key = non_empty_env(&key_var);
+            hidden_env.push(key_var.clone());
+            if let Some(k) = &api_key {
+                secrets.push(k.clone());
+            }
+            let http = HttpProvider::new(HttpProviderConfig {
+                name: name.to_string(),
+                wire,
+                base_url: base_url.clone(),
+                model: model.clone(),
+                api_key,
+                request_timeout: Duration::from_secs(
+                    file.provider.request_timeout_secs.unwrap_or(300),
+                ),
+                extra_headers: Vec::new(),
+            })?;
+            let label = format!("{name} {model} at {}", http.endpoint());
+            settings.base_url = Some(base_url);
+            settings.model = Some(model);
+            settings.api_key_env = Some(key_var);
+            (Arc::new(http), label)
+        }
+    };
+    let use_text = match protocol {
+        ProtocolMode::Text => true,
+        ProtocolMode::Native => false,
+        ProtocolMode::Auto => file.provider.tool_calling == Some(false),
+    };
+    if use_text {
+        provider = Arc::new(TextProtocolProvider::new(provider));
+        provider_label.push_str(" (text protocol)");
+    }
+
+    let registry = build_registry(&file, &workspace)?;
+
+    let expect = match (args.expect, file.run.expect.as_deref()) {
+        (Some(k), _) => k,
+        (None, Some(s)) => s
+            .parse()
+            .map_err(|e: String| anyhow!("{e} in [run] expect{config_note}"))?,
+        (None, None) => ContractKind::Answer,
+    };
+    let mut contract = CompletionContract::new(expect);
+    contract.required_tools = args.require_tool.clone();
+    for tool in &contract.required_tools {
+        if registry.get(tool).is_none() {
+            bail!(
+                "--require-tool {tool}: no such tool (available: {})",
+                registry.names().join(", ")
+            );
+        }
+    }
+
+    let mut cfg = RunConfig::new(contract.clone());
+    cfg.max_steps = args.max_steps.or(file.run.max_steps).unwrap_or(20);
+    if cfg.max_steps == 0 {
+        bail!("--max-steps must be at least 1");
+    }
+    cfg.max_corrections = args
+        .max_corrections
+        .or(file.run.max_corrections)
+        .unwrap_or(1);
+    cfg.stream = if args.no_stream {
+        false
+    } else if args.stream {
+        true
+    } else {
+        file.run.stream.unwrap_or(true)
+    };
+    if let Some(t) = file.provider.max_tokens {
+        cfg.max_tokens = t;
+    }
+    cfg.temperature = file.provider.temperature;
+    let timeout_secs = args.timeout.or(file.run.timeout_secs);
+    cfg.timeout = timeout_secs.map(Duration::from_secs);
+    cfg.retry = retry_policy(&file);
+    cfg.secrets = secrets;
+
+    let approval = args.approval.unwrap_or(ApprovalMode::Deny);
+    let approver = match approval {
+        ApprovalMode::Deny => StaticApprover::deny(),
+        ApprovalMode::Allow => StaticApprover {
+            approve: true,
+            decided_by: "flag".into(),
+        },
+    };
+    settings.contract = contract;
+    settings.max_steps = cfg.max_steps;
+    settings.max_corrections = cfg.max_corrections;
+    settings.stream = cfg.stream;
+    settings.approval = approval;
+    settings.timeout_secs = timeout_secs;
+
+    let engine = Engine::new(
+        provider,
+        Arc::new(registry),
+        ToolContext {
+            hidden_env,
+            ..ToolContext::new(workspace.clone())
+        },
+        Arc::new(approver),
+    );
+    Ok(Prepared {
+        engine,
+        cfg,
+        workspace,
+        json: args.json,
+        provider_label,
+        settings,
+    })
+}
+
+fn retry_policy(file: &ConfigFile) -> RetryPolicy {
+    let defaults = RetryPolicy::default();
+    RetryPolicy {
+        max_retries: file.retry.max_retries.unwrap_or(defaults.max_retries),
+        initial_backoff: file
+            .retry
+            .initial_backoff_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.initial_backoff),
+        max_backoff: file
+            .retry
+            .max_backoff_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.max_backoff),
+    }
+}
+
+fn build_registry(file: &ConfigFile, workspace: &Workspace) -> Result<ToolRegistry> {
+    let mut tools: Vec<Arc<dyn Tool>> = builtin_tools();
+    for tool_cfg in &file.tools {
+        let name = tool_cfg.name.clone();
+        let tool = CommandTool::new(tool_cfg.clone(), workspace.root())
+            .with_context(|| format!("[[tools]] `{name}`"))?;
+        tools.push(Arc::new(tool));
+    }
+    let mut registry = ToolRegistry::new(tools)?;
+    for (tool, permission) in &file.permissions {
+        if registry.get(tool).is_none() {
+            bail!(
+                "[permissions] names unknown tool `{tool}` (available: {})",
+                registry.names().join(", ")
+            );
+        }
+        registry.set_permission(tool, *permission);
+    }
+    Ok(registry)
+}
+
+fn non_empty_env(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.is_empty())
+}

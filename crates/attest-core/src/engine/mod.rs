@@ -1,0 +1,279 @@
+//! The run loop. [`Engine::run`] drives a new run to a terminal state;
+//! [`Engine::resume`] continues one from its log after a crash;
+//! [`Engine::close_interrupted`] ends one whose process died without
+//! calling the model again.
+//!
+//! Files: `run.rs` (the loop and the terminal decision), `calls.rs` (tool
+//! call execution), `model.rs` (model calls, retries, protocol checks).
+
+mod calls;
+mod model;
+mod run;
+
+use crate::approval::Approver;
+use crate::log::{LogError, RunLog};
+use attest_protocol::{
+    CompletionContract, Event, Receipt, TerminalReason, TerminalState, ToolSpec, TranscriptItem,
+    Usage,
+};
+use attest_providers::ModelProvider;
+use attest_tools::{ToolContext, ToolRegistry};
+use run::{Run, Start};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Retry policy for retryable provider errors (429, 5xx, broken streams).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Delay before retry number `attempt` (1-based): the server's
+    /// `retry-after` when given, else exponential backoff; capped either way.
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let exponential = self
+            .initial_backoff
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+        retry_after.unwrap_or(exponential).min(self.max_backoff)
+    }
+}
+
+/// Settings of one run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub run_id: String,
+    pub trace_id: String,
+    pub session_id: String,
+    pub contract: CompletionContract,
+    pub max_steps: u32,
+    /// Corrective turns allowed when required receipts are missing (SPEC A4).
+    pub max_corrections: u32,
+    /// Protocol-breaking responses tolerated before the run fails.
+    pub max_protocol_errors: u32,
+    pub stream: bool,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    pub retry: RetryPolicy,
+    /// Wall-clock limit for the whole run.
+    pub timeout: Option<Duration>,
+    /// Secret values (API keys) scrubbed from everything the run writes.
+    pub secrets: Vec<String>,
+    /// Earlier turns of the session, already reduced to evidence by
+    /// [`crate::session_history`]. Sent before this run's items; not logged again.
+    pub prior_history: Vec<TranscriptItem>,
+}
+
+impl RunConfig {
+    pub fn new(contract: CompletionContract) -> Self {
+        RunConfig {
+            run_id: new_id(),
+            trace_id: new_id(),
+            session_id: new_id(),
+            contract,
+            max_steps: 20,
+            max_corrections: 1,
+            max_protocol_errors: 3,
+            stream: true,
+            max_tokens: 4096,
+            temperature: None,
+            retry: RetryPolicy::default(),
+            timeout: None,
+            secrets: Vec::new(),
+            prior_history: Vec::new(),
+        }
+    }
+}
+
+/// A fresh random id (32 hex digits).
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// What a run's log says so far, for [`Engine::resume`] and
+/// [`Engine::close_interrupted`].
+#[derive(Debug, Clone)]
+pub struct ResumeState {
+    /// The run's own transcript items, in order.
+    pub items: Vec<TranscriptItem>,
+    /// The last event sequence number written.
+    pub last_seq: u64,
+    /// Model calls already made.
+    pub steps: u32,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub run_id: String,
+    pub trace_id: String,
+    pub session_id: String,
+    pub state: TerminalState,
+    pub reason: TerminalReason,
+    pub answer: Option<String>,
+    pub basis: String,
+    pub receipts: Vec<Receipt>,
+    pub steps: u32,
+    pub usage: Usage,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("run {0} has already ended; nothing to resume")]
+    AlreadyEnded(String),
+}
+
+/// Something that receives each event as it happens (a front end).
+pub type Observer<'a> = &'a mut (dyn FnMut(&Event) + Send);
+
+/// The engine: a provider, a tool registry, a workspace and an approver.
+pub struct Engine {
+    provider: Arc<dyn ModelProvider>,
+    registry: Arc<ToolRegistry>,
+    tool_ctx: ToolContext,
+    approver: Arc<dyn Approver>,
+}
+
+impl Engine {
+    pub fn new(
+        provider: Arc<dyn ModelProvider>,
+        registry: Arc<ToolRegistry>,
+        tool_ctx: ToolContext,
+        approver: Arc<dyn Approver>,
+    ) -> Self {
+        Engine {
+            provider,
+            registry,
+            tool_ctx,
+            approver,
+        }
+    }
+
+    /// Run `prompt` to a terminal state. Every transcript item, event and
+    /// trace record goes to `log` before the next step acts on it; events
+    /// also go to `observer`. `cancel` ends the run `cancelled`.
+    pub async fn run(
+        &self,
+        prompt: &str,
+        cfg: &RunConfig,
+        log: &mut dyn RunLog,
+        observer: Observer<'_>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, EngineError> {
+        Run::new(self, cfg, log, observer, cancel, Vec::new(), 0, 0)
+            .drive(Start::Prompt(prompt))
+            .await
+    }
+
+    /// Continue a run from its log (SPEC C5): calls left without a result
+    /// are recorded as interrupted — never re-executed — and the model is
+    /// asked again with the evidence the log holds.
+    pub async fn resume(
+        &self,
+        state: ResumeState,
+        cfg: &RunConfig,
+        log: &mut dyn RunLog,
+        observer: Observer<'_>,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, EngineError> {
+        ensure_not_ended(&state, cfg)?;
+        Run::new(
+            self,
+            cfg,
+            log,
+            observer,
+            cancel,
+            state.items,
+            state.last_seq,
+            state.steps,
+        )
+        .drive(Start::Resume)
+        .await
+    }
+
+    /// End a run whose process died, without another model call: pending
+    /// calls are recorded as interrupted and the run ends `failed`,
+    /// reason `interrupted`.
+    pub async fn close_interrupted(
+        &self,
+        state: ResumeState,
+        cfg: &RunConfig,
+        log: &mut dyn RunLog,
+        observer: Observer<'_>,
+    ) -> Result<RunOutcome, EngineError> {
+        ensure_not_ended(&state, cfg)?;
+        Run::new(
+            self,
+            cfg,
+            log,
+            observer,
+            CancellationToken::new(),
+            state.items,
+            state.last_seq,
+            state.steps,
+        )
+        .drive(Start::Close)
+        .await
+    }
+}
+
+fn ensure_not_ended(state: &ResumeState, cfg: &RunConfig) -> Result<(), EngineError> {
+    if state
+        .items
+        .iter()
+        .any(|i| matches!(i, TranscriptItem::Terminal { .. }))
+    {
+        return Err(EngineError::AlreadyEnded(cfg.run_id.clone()));
+    }
+    Ok(())
+}
+
+/// sha256 over the system prompt and the serialized tool list (SPEC D5).
+pub fn prefix_hash(system: &str, tools: &[ToolSpec]) -> String {
+    let mut h = Sha256::new();
+    h.update(system.as_bytes());
+    h.update([0u8]);
+    h.update(serde_json::to_vec(tools).unwrap_or_default());
+    hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_honours_retry_after_and_is_capped() {
+        let policy = RetryPolicy {
+            max_retries: 5,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        };
+        assert_eq!(policy.delay(1, None), Duration::from_millis(100));
+        assert_eq!(policy.delay(3, None), Duration::from_millis(400));
+        assert_eq!(policy.delay(9, None), Duration::from_secs(1));
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_millis(250))),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_secs(90))),
+            Duration::from_secs(1)
+        );
+    }
+}

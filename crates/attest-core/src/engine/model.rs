@@ -1,0 +1,190 @@
+//! Model calls: request assembly from the transcript, retries with
+//! backoff, interruption, and the protocol checks on each response.
+
+use super::run::Run;
+use super::EngineError;
+use crate::forgery;
+use attest_protocol::{ContextSource, EventBody, ProtocolErrorKind, TraceRecord, TranscriptItem};
+use attest_providers::{pairing, ModelRequest, ModelResponse};
+use std::sync::Arc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Interrupt {
+    Cancelled,
+    TimedOut,
+}
+
+/// Resolves when the run is cancelled or its deadline passes.
+pub(super) struct Interrupter {
+    pub(super) cancel: CancellationToken,
+    pub(super) deadline: Option<Instant>,
+}
+
+impl Interrupter {
+    pub(super) async fn wait(&self) -> Interrupt {
+        match self.deadline {
+            Some(deadline) => tokio::select! {
+                _ = self.cancel.cancelled() => Interrupt::Cancelled,
+                _ = tokio::time::sleep_until(deadline) => Interrupt::TimedOut,
+            },
+            None => {
+                self.cancel.cancelled().await;
+                Interrupt::Cancelled
+            }
+        }
+    }
+}
+
+pub(super) enum ModelOutcome {
+    Response(ModelResponse),
+    Interrupted(Interrupt),
+    Failed(String),
+}
+
+impl Run<'_> {
+    pub(super) async fn call_model(&mut self, step: u32) -> Result<ModelOutcome, EngineError> {
+        let history: Vec<TranscriptItem> = self
+            .cfg
+            .prior_history
+            .iter()
+            .chain(&self.items)
+            .cloned()
+            .collect();
+        let normalized = pairing::normalize(&history);
+        let context_sources = vec![
+            source("system_prompt", 1, self.system.len()),
+            source(
+                "tools",
+                self.tools.len(),
+                serde_json::to_vec(&self.tools).map_or(0, |v| v.len()),
+            ),
+            source(
+                "session_history",
+                self.cfg.prior_history.len(),
+                json_len(&self.cfg.prior_history),
+            ),
+            source("run_transcript", self.items.len(), json_len(&self.items)),
+        ];
+        let request = ModelRequest {
+            system: self.system.clone(),
+            tools: self.tools.clone(),
+            history: normalized.items,
+            stream: self.cfg.stream,
+            max_tokens: self.cfg.max_tokens,
+            temperature: self.cfg.temperature,
+            stop: Vec::new(),
+        };
+        let provider = Arc::clone(&self.engine.provider);
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            self.trace(TraceRecord::Request {
+                step,
+                attempt,
+                provider: provider.name().to_string(),
+                api_family: provider.api_family().to_string(),
+                model: provider.model().to_string(),
+                stream: request.stream,
+                prefix_hash: self.prefix_hash.clone(),
+                tool_names: self.tools.iter().map(|t| t.name.clone()).collect(),
+                message_count: request.history.len(),
+                max_tokens: request.max_tokens,
+                temperature: request.temperature,
+                context_sources: context_sources.clone(),
+                pairing_notes: normalized.notes.clone(),
+            })?;
+            let result = tokio::select! {
+                r = provider.complete(&request) => r,
+                why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),
+            };
+            let error = match result {
+                Ok(response) => {
+                    self.record_response(step, &response)?;
+                    return Ok(ModelOutcome::Response(response));
+                }
+                Err(e) => e,
+            };
+            let message = self.redact(&error.to_string());
+            let retryable = error.is_retryable();
+            self.trace(TraceRecord::ProviderError {
+                step,
+                attempt,
+                error: message.clone(),
+                retryable,
+            })?;
+            if !retryable || attempt > self.cfg.retry.max_retries {
+                return Ok(ModelOutcome::Failed(message));
+            }
+            let delay = self.cfg.retry.delay(attempt, error.retry_after());
+            self.emit(EventBody::ProviderRetry {
+                step,
+                attempt,
+                delay_ms: delay.as_millis() as u64,
+                error: message,
+            })?;
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),
+            }
+        }
+    }
+
+    fn record_response(&mut self, step: u32, response: &ModelResponse) -> Result<(), EngineError> {
+        self.usage.add(response.usage);
+        self.trace(TraceRecord::Response {
+            step,
+            raw_finish_reason: response.raw_finish_reason.clone(),
+            text: self.redact(&response.text),
+            parsed_calls: response
+                .tool_calls
+                .iter()
+                .map(|c| format!("{} {}", c.id, c.name))
+                .collect(),
+            parse_failures: response.parse_failures.clone(),
+            input_tokens: response.usage.input_tokens,
+            output_tokens: response.usage.output_tokens,
+        })?;
+        self.trace(TraceRecord::RawOutput {
+            step,
+            raw: self.redact(&response.raw),
+        })
+    }
+
+    /// A violation the wire format reported, else text imitating a tool
+    /// result (unless quoted verbatim from a real tool output of this run).
+    pub(super) fn protocol_violation(
+        &self,
+        response: &ModelResponse,
+    ) -> Option<(ProtocolErrorKind, String)> {
+        if let Some(v) = &response.protocol_violation {
+            return Some((v.kind, v.detail.clone()));
+        }
+        let real_outputs = self.items.iter().filter_map(|i| match i {
+            TranscriptItem::ToolResult { output, .. } => Some(output.as_str()),
+            _ => None,
+        });
+        forgery::detect_forged_observation(&response.text, real_outputs).map(|pattern| {
+            (
+                ProtocolErrorKind::ForgedObservation,
+                format!(
+                    "the response contains text imitating a tool result ({pattern}); nothing in it was executed or kept in history"
+                ),
+            )
+        })
+    }
+}
+
+fn source(name: &str, items: usize, bytes: usize) -> ContextSource {
+    ContextSource {
+        name: name.to_string(),
+        items,
+        bytes,
+        truncated: false,
+    }
+}
+
+fn json_len(items: &[TranscriptItem]) -> usize {
+    serde_json::to_vec(items).map_or(0, |v| v.len())
+}

@@ -1,0 +1,440 @@
+//! The loop of one run and its terminal decision.
+
+use super::model::{Interrupt, Interrupter, ModelOutcome};
+use super::{prefix_hash, Engine, EngineError, RunConfig, RunOutcome};
+use crate::judge::{judge, Attempt, Judgement};
+use crate::log::{LogEntry, RunLog};
+use crate::prompt::{base_system_prompt, corrective_message, PROMPT_VERSION, PROTOCOL_PLACEHOLDER};
+use attest_protocol::{
+    AssistantPhase, Event, EventBody, HarnessMessageKind, ProtocolErrorKind, Receipt,
+    ReceiptStatus, TerminalReason, TerminalState, ToolSpec, TraceRecord, TranscriptItem, Usage,
+    LOOP_VERSION,
+};
+use attest_providers::{FinishKind, ParsedCall};
+use std::collections::HashSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How a run begins.
+pub(super) enum Start<'p> {
+    Prompt(&'p str),
+    /// Continue from the log after a crash.
+    Resume,
+    /// Record pending calls as interrupted and end the run.
+    Close,
+}
+
+pub(super) struct Run<'a> {
+    pub(super) engine: &'a Engine,
+    pub(super) cfg: &'a RunConfig,
+    log: &'a mut dyn RunLog,
+    observer: &'a mut (dyn FnMut(&Event) + Send),
+    pub(super) trace_id: String,
+    seq: u64,
+    /// This run's transcript items (earlier turns are in `cfg.prior_history`).
+    pub(super) items: Vec<TranscriptItem>,
+    pub(super) receipts: Vec<Receipt>,
+    pub(super) usage: Usage,
+    steps: u32,
+    last_answer: Option<String>,
+    pub(super) seen_call_ids: HashSet<String>,
+    corrections: u32,
+    protocol_errors: u32,
+    pub(super) system: String,
+    pub(super) tools: Vec<ToolSpec>,
+    pub(super) prefix_hash: String,
+    pub(super) interrupt: Interrupter,
+}
+
+impl<'a> Run<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        engine: &'a Engine,
+        cfg: &'a RunConfig,
+        log: &'a mut dyn RunLog,
+        observer: &'a mut (dyn FnMut(&Event) + Send),
+        cancel: CancellationToken,
+        items: Vec<TranscriptItem>,
+        last_seq: u64,
+        steps: u32,
+    ) -> Self {
+        let tools = engine.registry.specs();
+        let system = base_system_prompt().to_string();
+        let prefix_hash = prefix_hash(&system, &tools);
+        // State that a resumed run rebuilds from its own log.
+        let mut receipts = Vec::new();
+        let mut seen_call_ids = HashSet::new();
+        let (mut corrections, mut protocol_errors, mut last_answer) = (0, 0, None);
+        for item in cfg.prior_history.iter().chain(&items) {
+            if let TranscriptItem::ToolCall { call_id, .. } = item {
+                seen_call_ids.insert(call_id.clone());
+            }
+        }
+        for item in &items {
+            match item {
+                TranscriptItem::ToolResult {
+                    receipt: Some(r), ..
+                } => receipts.push(r.clone()),
+                TranscriptItem::HarnessMessage { kind, .. } => match kind {
+                    HarnessMessageKind::Corrective => corrections += 1,
+                    HarnessMessageKind::ProtocolPlaceholder => protocol_errors += 1,
+                    _ => {}
+                },
+                TranscriptItem::AssistantOutput {
+                    text,
+                    phase: AssistantPhase::Answer,
+                    ..
+                } => last_answer = Some(text.clone()),
+                _ => {}
+            }
+        }
+        Run {
+            engine,
+            cfg,
+            log,
+            observer,
+            trace_id: cfg.trace_id.clone(),
+            seq: last_seq,
+            items,
+            receipts,
+            usage: Usage::default(),
+            steps,
+            last_answer,
+            seen_call_ids,
+            corrections,
+            protocol_errors,
+            system,
+            tools,
+            prefix_hash,
+            interrupt: Interrupter {
+                cancel,
+                deadline: cfg.timeout.map(|t| Instant::now() + t),
+            },
+        }
+    }
+
+    pub(super) async fn drive(mut self, start: Start<'_>) -> Result<RunOutcome, EngineError> {
+        match start {
+            Start::Prompt(prompt) => {
+                let provider = &self.engine.provider;
+                self.emit(EventBody::RunStarted {
+                    trace_id: self.trace_id.clone(),
+                    session_id: self.cfg.session_id.clone(),
+                    provider: provider.name().to_string(),
+                    model: provider.model().to_string(),
+                    contract: self.cfg.contract.clone(),
+                    loop_version: LOOP_VERSION.to_string(),
+                    prompt_version: PROMPT_VERSION.to_string(),
+                })?;
+                self.push(TranscriptItem::UserInput {
+                    text: self.redact(prompt),
+                })?;
+            }
+            Start::Resume | Start::Close => {
+                let pending = self.pending_calls();
+                self.emit(EventBody::RunResumed {
+                    trace_id: self.trace_id.clone(),
+                    session_id: self.cfg.session_id.clone(),
+                    interrupted_calls: pending.iter().map(|c| c.id.clone()).collect(),
+                })?;
+                for call in &pending {
+                    self.record_refusal(
+                        self.steps,
+                        call,
+                        ReceiptStatus::Interrupted,
+                        "the process running this call stopped before it returned; the call was not re-executed",
+                    )?;
+                }
+                if matches!(start, Start::Close) {
+                    return self.finish(
+                        TerminalState::Failed,
+                        TerminalReason::Interrupted,
+                        "the process running this run stopped before it ended".to_string(),
+                    );
+                }
+                // A crash between the answer and its judgement: judge it now.
+                if let Some(TranscriptItem::AssistantOutput {
+                    phase: AssistantPhase::Answer,
+                    ..
+                }) = self.items.last()
+                {
+                    if let Some(outcome) = self.judge_answer(self.steps)? {
+                        return Ok(outcome);
+                    }
+                }
+            }
+        }
+
+        while self.steps < self.cfg.max_steps {
+            self.steps += 1;
+            let step = self.steps;
+            let response = match self.call_model(step).await? {
+                ModelOutcome::Response(r) => r,
+                ModelOutcome::Interrupted(why) => return self.finish_interrupted(why),
+                ModelOutcome::Failed(error) => {
+                    return self.finish(
+                        TerminalState::Failed,
+                        TerminalReason::ProviderError,
+                        format!("the provider failed after retries: {error}"),
+                    )
+                }
+            };
+
+            if let Some((kind, detail)) = self.protocol_violation(&response) {
+                self.protocol_errors += 1;
+                self.trace(TraceRecord::ProtocolViolation {
+                    step,
+                    kind,
+                    raw: self.redact(&response.raw),
+                })?;
+                self.emit(EventBody::ProtocolError { step, kind, detail })?;
+                self.push(TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::ProtocolPlaceholder,
+                    text: PROTOCOL_PLACEHOLDER.to_string(),
+                })?;
+                if self.protocol_errors >= self.cfg.max_protocol_errors {
+                    return self.finish(
+                        TerminalState::Failed,
+                        TerminalReason::ProtocolError,
+                        format!("{} protocol-breaking responses", self.protocol_errors),
+                    );
+                }
+                continue;
+            }
+
+            if !response.tool_calls.is_empty() {
+                if let Some(why) = self.run_calls(step, &response).await? {
+                    return self.finish_interrupted(why);
+                }
+                continue;
+            }
+
+            if response.finish == FinishKind::ToolUse {
+                let raw = response.raw_finish_reason.clone().unwrap_or_default();
+                let failures = if response.parse_failures.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", response.parse_failures.join("; "))
+                };
+                self.emit(EventBody::ProtocolError {
+                    step,
+                    kind: ProtocolErrorKind::NoParsableToolCall,
+                    detail: format!(
+                        "finish reason `{raw}` signals tool use but no valid call could be parsed{failures}"
+                    ),
+                })?;
+                return self.finish(
+                    TerminalState::Failed,
+                    TerminalReason::ProtocolError,
+                    format!("the provider signalled tool use (`{raw}`) but sent no parsable call"),
+                );
+            }
+            if response.text.trim().is_empty() {
+                return self.finish(
+                    TerminalState::Failed,
+                    TerminalReason::ProtocolError,
+                    "the model returned neither text nor a tool call".to_string(),
+                );
+            }
+            let text = self.redact(&response.text);
+            self.push(TranscriptItem::AssistantOutput {
+                text: text.clone(),
+                reasoning: None,
+                phase: AssistantPhase::Answer,
+            })?;
+            self.last_answer = Some(text);
+            if let Some(outcome) = self.judge_answer(step)? {
+                return Ok(outcome);
+            }
+        }
+        self.finish(
+            TerminalState::Incomplete,
+            TerminalReason::MaxSteps,
+            format!(
+                "the step budget ({}) ran out before the model gave an answer that could be accepted",
+                self.cfg.max_steps
+            ),
+        )
+    }
+
+    /// Judge the answer just logged. `Some` ends the run; `None` means a
+    /// corrective turn was injected and the loop goes on.
+    fn judge_answer(&mut self, step: u32) -> Result<Option<RunOutcome>, EngineError> {
+        let attempts: Vec<Attempt> = self.receipts.iter().map(Attempt::from).collect();
+        let outcome = match judge(&self.cfg.contract, &attempts) {
+            Judgement::Satisfied => {
+                let basis = self.satisfied_basis();
+                self.finish(TerminalState::Completed, TerminalReason::ContractSatisfied, basis)?
+            }
+            Judgement::NoAttempt { missing } if self.corrections < self.cfg.max_corrections => {
+                self.corrections += 1;
+                let text = corrective_message(&missing, &self.tools_that_can_satisfy());
+                self.push(TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::Corrective,
+                    text: text.clone(),
+                })?;
+                self.emit(EventBody::CorrectiveInjected { step, missing, text })?;
+                return Ok(None);
+            }
+            Judgement::NoAttempt { missing } => self.finish(
+                TerminalState::Unverified,
+                TerminalReason::MissingReceipt,
+                format!(
+                    "the contract needs {missing}; the model answered without it after {} corrective turn(s)",
+                    self.corrections
+                ),
+            )?,
+            Judgement::End { state, reason, basis } => self.finish(state, reason, basis)?,
+        };
+        Ok(Some(outcome))
+    }
+
+    /// Calls of this run that have no result yet (a crash mid-call).
+    fn pending_calls(&self) -> Vec<ParsedCall> {
+        let answered: HashSet<&str> = self
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                TranscriptItem::ToolResult { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        self.items
+            .iter()
+            .filter_map(|i| match i {
+                TranscriptItem::ToolCall {
+                    call_id,
+                    name,
+                    arguments,
+                } if !answered.contains(call_id.as_str()) => Some(ParsedCall {
+                    id: call_id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn tools_that_can_satisfy(&self) -> Vec<String> {
+        let contract = &self.cfg.contract;
+        self.tools
+            .iter()
+            .filter(|t| {
+                contract.effect_counts(t.effect) || contract.required_tools.contains(&t.name)
+            })
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    fn satisfied_basis(&self) -> String {
+        if !self.cfg.contract.needs_evidence() {
+            return "answer contract: no evidence required".to_string();
+        }
+        let used: Vec<String> = self
+            .receipts
+            .iter()
+            .filter(|r| r.is_satisfying())
+            .map(|r| format!("{} ({})", r.tool_name, r.call_id))
+            .collect();
+        format!(
+            "{} contract satisfied by receipts: {}",
+            self.cfg.contract.kind,
+            used.join(", ")
+        )
+    }
+
+    fn finish_interrupted(&mut self, why: Interrupt) -> Result<RunOutcome, EngineError> {
+        match why {
+            Interrupt::Cancelled => self.finish(
+                TerminalState::Cancelled,
+                TerminalReason::UserCancelled,
+                "the run was cancelled by the user".to_string(),
+            ),
+            Interrupt::TimedOut => self.finish(
+                TerminalState::Failed,
+                TerminalReason::Timeout,
+                "the run's time limit expired".to_string(),
+            ),
+        }
+    }
+
+    fn finish(
+        &mut self,
+        state: TerminalState,
+        reason: TerminalReason,
+        basis: String,
+    ) -> Result<RunOutcome, EngineError> {
+        let answer = self.last_answer.clone();
+        self.push(TranscriptItem::Terminal {
+            state,
+            reason,
+            answer: answer.clone(),
+        })?;
+        self.trace(TraceRecord::Terminal {
+            state,
+            reason,
+            basis: basis.clone(),
+        })?;
+        if state == TerminalState::Completed {
+            self.emit(EventBody::Final {
+                answer: answer.clone().unwrap_or_default(),
+            })?;
+        }
+        self.emit(EventBody::Done {
+            trace_id: self.trace_id.clone(),
+            state,
+            reason,
+            answer: answer.clone(),
+            basis: basis.clone(),
+            receipts: self.receipts.clone(),
+            steps: self.steps,
+            usage: self.usage,
+            loop_version: LOOP_VERSION.to_string(),
+            prompt_version: PROMPT_VERSION.to_string(),
+        })?;
+        Ok(RunOutcome {
+            run_id: self.cfg.run_id.clone(),
+            trace_id: self.trace_id.clone(),
+            session_id: self.cfg.session_id.clone(),
+            state,
+            reason,
+            answer,
+            basis,
+            receipts: self.receipts.clone(),
+            steps: self.steps,
+            usage: self.usage,
+        })
+    }
+
+    pub(super) fn emit(&mut self, body: EventBody) -> Result<(), EngineError> {
+        self.seq += 1;
+        let event = Event {
+            run_id: self.cfg.run_id.clone(),
+            seq: self.seq,
+            ts: chrono::Utc::now(),
+            body,
+        };
+        self.log.append(&LogEntry::Event {
+            event: event.clone(),
+        })?;
+        (self.observer)(&event);
+        Ok(())
+    }
+
+    pub(super) fn push(&mut self, item: TranscriptItem) -> Result<(), EngineError> {
+        self.log.append(&LogEntry::Item { item: item.clone() })?;
+        self.items.push(item);
+        Ok(())
+    }
+
+    pub(super) fn trace(&mut self, trace: TraceRecord) -> Result<(), EngineError> {
+        self.log.append(&LogEntry::Trace { trace })?;
+        Ok(())
+    }
+
+    /// Scrub configured secret values from text the run is about to keep.
+    pub(super) fn redact(&self, text: &str) -> String {
+        crate::redact_secrets(text, &self.cfg.secrets)
+    }
+}

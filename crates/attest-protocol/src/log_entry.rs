@@ -1,0 +1,12 @@
+use crate::{Event, TraceRecord, TranscriptItem};
+use serde::{Deserialize, Serialize};
+
+/// One entry of a run's append-only log: a transcript item, an event or an
+/// audit record, in the order they happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "entry", rename_all = "snake_case")]
+pub enum LogEntry {
+    Item { item: TranscriptItem },
+    Event { event: Event },
+    Trace { trace: TraceRecord },
+}

@@ -1,0 +1,72 @@
+//! The durable run store: sessions, runs, each run's append-only log
+//! (transcript items, events, trace records), receipts and raw audit
+//! artifacts.
+//!
+//! Invariants:
+//! - The log is append-only (enforced by triggers) and each append is its own
+//!   committed transaction, so an entry is on disk before the engine acts on
+//!   it and a crash loses at most the entry being written.
+//! - Raw model outputs go to the `artifacts` table; the log keeps a reference.
+//!   Nothing in this crate returns them among transcript items, so they cannot
+//!   reach a prompt.
+//! - No business rules: this crate stores and returns what it is given. The
+//!   only SQL in attest lives here, behind the [`Store`] trait, so a server
+//!   backend can implement the same trait.
+
+mod records;
+mod sqlite;
+
+pub use records::{Artifact, NewRun, RunRecord, RunStatus, SessionRecord};
+pub use sqlite::SqliteStore;
+
+use attest_protocol::{LogEntry, TranscriptItem};
+
+/// Schema version this build reads and writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the store at {path}: {reason}")]
+    Open { path: String, reason: String },
+    #[error("the store at {path} has schema version {found}, newer than this attest understands ({supported}); upgrade attest or move the file aside")]
+    NewerSchema {
+        path: String,
+        found: i64,
+        supported: i64,
+    },
+    #[error("the store is damaged: {0}. Move .attest/attest.db aside to start afresh (runs in it will no longer be listed)")]
+    Corrupt(String),
+    #[error("store error: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("cannot encode or decode a stored entry: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("no run matches `{0}`")]
+    UnknownRun(String),
+    #[error("`{0}` matches several runs; give more characters")]
+    AmbiguousRun(String),
+}
+
+/// What a run store can do. Implemented by [`SqliteStore`]; a server backend
+/// (PostgreSQL) implements the same operations.
+pub trait Store: Send {
+    /// Create the session if it does not exist, and touch its `updated_at`.
+    fn ensure_session(&mut self, session_id: &str) -> Result<(), StoreError>;
+    /// Record a new run as `running`, owned by the calling process.
+    fn begin_run(&mut self, run: &NewRun) -> Result<(), StoreError>;
+    /// Append one log entry (one committed transaction). A `done` event also
+    /// records the run's terminal state.
+    fn append(&mut self, run_id: &str, entry: &LogEntry) -> Result<(), StoreError>;
+    /// Mark a run as owned by the calling process again (resume).
+    fn claim_run(&mut self, run_id: &str) -> Result<(), StoreError>;
+    /// Find a run by id or unique id prefix.
+    fn run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError>;
+    /// Runs, newest first, optionally of one session.
+    fn runs(&self, session_id: Option<&str>) -> Result<Vec<RunRecord>, StoreError>;
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// A run's log in order, raw outputs replaced by artifact references.
+    fn entries(&self, run_id: &str) -> Result<Vec<LogEntry>, StoreError>;
+    /// A run's transcript items only (what requests are rebuilt from).
+    fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError>;
+    /// Raw audit artifacts of a run.
+    fn artifacts(&self, run_id: &str) -> Result<Vec<Artifact>, StoreError>;
+}

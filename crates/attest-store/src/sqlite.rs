@@ -1,0 +1,344 @@
+//! SQLite implementation of [`Store`]: WAL mode, one transaction per append.
+
+use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
+use crate::{Store, StoreError, SCHEMA_VERSION};
+use attest_protocol::{EventBody, LogEntry, TraceRecord, TranscriptItem};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+
+/// The embedded default store, `<workspace>/.attest/attest.db`.
+pub struct SqliteStore {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").finish_non_exhaustive()
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) and migrate the store at `path`.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+                path: shown.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        let conn = Connection::open(path).map_err(|e| StoreError::Open {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        Self::init(conn, &shown)
+    }
+
+    /// An in-memory store (tests, benchmarks).
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::init(Connection::open_in_memory()?, ":memory:")
+    }
+
+    fn init(conn: Connection, shown: &str) -> Result<Self, StoreError> {
+        let corrupt = |e: rusqlite::Error| match e {
+            rusqlite::Error::SqliteFailure(f, msg)
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+                ) =>
+            {
+                StoreError::Corrupt(format!("{shown}: {}", msg.unwrap_or_else(|| f.to_string())))
+            }
+            other => StoreError::Sql(other),
+        };
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(corrupt)?;
+        // WAL: readers (attest trace) never block the writer. NORMAL sync in
+        // WAL mode keeps every committed append across a process crash.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(corrupt)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(corrupt)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(corrupt)?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(corrupt)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: shown.to_string(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.unchecked_transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(SqliteStore { conn })
+    }
+
+    fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+        let settings: String = row.get("settings")?;
+        Ok(RunRecord {
+            id: row.get("id")?,
+            session_id: row.get("session_id")?,
+            trace_id: row.get("trace_id")?,
+            prompt: row.get("prompt")?,
+            status: row.get("status")?,
+            reason: row.get("reason")?,
+            answer: row.get("answer")?,
+            steps: row.get("steps")?,
+            settings: serde_json::from_str(&settings).unwrap_or(serde_json::Value::Null),
+            loop_version: row.get("loop_version")?,
+            prompt_version: row.get("prompt_version")?,
+            pid: row.get("pid")?,
+            started_at: row.get("started_at")?,
+            finished_at: row.get("finished_at")?,
+        })
+    }
+
+    fn store_artifact(
+        &self,
+        run_id: &str,
+        step: u32,
+        kind: &str,
+        body: &str,
+    ) -> Result<String, StoreError> {
+        self.conn.execute(
+            "INSERT INTO artifacts (run_id, step, kind, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![run_id, step, kind, body, now()],
+        )?;
+        Ok(format!("artifact:{}", self.conn.last_insert_rowid()))
+    }
+}
+
+/// The `type` column: the item type, event type or trace record name.
+fn entry_type(entry: &LogEntry) -> Result<(String, String), StoreError> {
+    let value = serde_json::to_value(entry)?;
+    let (kind, field, tag) = match entry {
+        LogEntry::Item { .. } => ("item", "item", "type"),
+        LogEntry::Event { .. } => ("event", "event", "type"),
+        LogEntry::Trace { .. } => ("trace", "trace", "record"),
+    };
+    let name = value[field][tag].as_str().unwrap_or("unknown").to_string();
+    Ok((kind.to_string(), name))
+}
+
+impl Store for SqliteStore {
+    fn ensure_session(&mut self, session_id: &str) -> Result<(), StoreError> {
+        let ts = now();
+        self.conn.execute(
+            "INSERT INTO sessions (id, created_at, updated_at) VALUES (?1, ?2, ?2)
+             ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at",
+            params![session_id, ts],
+        )?;
+        Ok(())
+    }
+
+    fn begin_run(&mut self, run: &NewRun) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO runs (id, session_id, trace_id, prompt, status, settings, loop_version, prompt_version, pid, started_at)
+             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9)",
+            params![
+                run.id,
+                run.session_id,
+                run.trace_id,
+                run.prompt,
+                run.settings.to_string(),
+                run.loop_version,
+                run.prompt_version,
+                std::process::id(),
+                now()
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn claim_run(&mut self, run_id: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET pid = ?2, status = 'running', finished_at = NULL WHERE id = ?1",
+            params![run_id, std::process::id()],
+        )?;
+        Ok(())
+    }
+
+    fn append(&mut self, run_id: &str, entry: &LogEntry) -> Result<(), StoreError> {
+        // Raw outputs move to the artifact table; the log keeps a reference.
+        let stored = match entry {
+            LogEntry::Trace {
+                trace: TraceRecord::RawOutput { step, raw },
+            } => LogEntry::Trace {
+                trace: TraceRecord::RawOutput {
+                    step: *step,
+                    raw: self.store_artifact(run_id, *step, "raw_output", raw)?,
+                },
+            },
+            LogEntry::Trace {
+                trace: TraceRecord::ProtocolViolation { step, kind, raw },
+            } => LogEntry::Trace {
+                trace: TraceRecord::ProtocolViolation {
+                    step: *step,
+                    kind: *kind,
+                    raw: self.store_artifact(run_id, *step, "protocol_violation", raw)?,
+                },
+            },
+            other => other.clone(),
+        };
+        let (kind, name) = entry_type(&stored)?;
+        let body = serde_json::to_string(&stored)?;
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute(
+            "INSERT INTO entries (run_id, kind, type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![run_id, kind, name, body, now()],
+        )?;
+        match &stored {
+            LogEntry::Item {
+                item:
+                    TranscriptItem::ToolResult {
+                        receipt: Some(r), ..
+                    },
+            } => {
+                tx.execute(
+                    "INSERT OR IGNORE INTO receipts (run_id, call_id, tool_name, status, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![run_id, r.call_id, r.tool_name, r.status.as_str(), serde_json::to_string(r)?],
+                )?;
+            }
+            LogEntry::Event { event } => {
+                if let EventBody::Done {
+                    state,
+                    reason,
+                    answer,
+                    steps,
+                    ..
+                } = &event.body
+                {
+                    tx.execute(
+                        "UPDATE runs SET status = ?2, reason = ?3, answer = ?4, steps = ?5, finished_at = ?6 WHERE id = ?1",
+                        params![run_id, state.as_str(), reason.as_str(), answer, steps, now()],
+                    )?;
+                }
+            }
+            _ => {}
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError> {
+        let exact = self
+            .conn
+            .query_row(
+                "SELECT * FROM runs WHERE id = ?1",
+                [id_or_prefix],
+                Self::run_from_row,
+            )
+            .optional()?;
+        if let Some(run) = exact {
+            return Ok(run);
+        }
+        let pattern = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
+        let mut stmt = self
+            .conn
+            .prepare("SELECT * FROM runs WHERE id LIKE ?1 LIMIT 2")?;
+        let found: Vec<RunRecord> = stmt
+            .query_map([pattern], Self::run_from_row)?
+            .collect::<Result<_, _>>()?;
+        match found.len() {
+            0 => Err(StoreError::UnknownRun(id_or_prefix.to_string())),
+            1 => Ok(found.into_iter().next().expect("one element")),
+            _ => Err(StoreError::AmbiguousRun(id_or_prefix.to_string())),
+        }
+    }
+
+    fn runs(&self, session_id: Option<&str>) -> Result<Vec<RunRecord>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT * FROM runs WHERE (?1 IS NULL OR session_id = ?1) ORDER BY started_at DESC, rowid DESC",
+        )?;
+        let runs = stmt
+            .query_map([session_id], Self::run_from_row)?
+            .collect::<Result<_, _>>()?;
+        Ok(runs)
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.id, s.created_at, s.updated_at,
+                    (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id),
+                    (SELECT r.status FROM runs r WHERE r.session_id = s.id ORDER BY r.started_at DESC, r.rowid DESC LIMIT 1)
+             FROM sessions s ORDER BY s.updated_at DESC",
+        )?;
+        let sessions = stmt
+            .query_map([], |row| {
+                Ok(SessionRecord {
+                    id: row.get(0)?,
+                    created_at: row.get(1)?,
+                    updated_at: row.get(2)?,
+                    runs: row.get(3)?,
+                    last_status: row.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(sessions)
+    }
+
+    fn entries(&self, run_id: &str) -> Result<Vec<LogEntry>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT body FROM entries WHERE run_id = ?1 ORDER BY id")?;
+        let bodies: Vec<String> = stmt
+            .query_map([run_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        bodies
+            .iter()
+            .map(|b| serde_json::from_str(b).map_err(StoreError::from))
+            .collect()
+    }
+
+    fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT body FROM entries WHERE run_id = ?1 AND kind = 'item' ORDER BY id")?;
+        let bodies: Vec<String> = stmt
+            .query_map([run_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut items = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            match serde_json::from_str::<LogEntry>(&body)? {
+                LogEntry::Item { item } => items.push(item),
+                _ => {
+                    return Err(StoreError::Corrupt(format!(
+                        "entry of run {run_id} marked as item is not an item"
+                    )))
+                }
+            }
+        }
+        Ok(items)
+    }
+
+    fn artifacts(&self, run_id: &str) -> Result<Vec<Artifact>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, step, kind, body, created_at FROM artifacts WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let artifacts = stmt
+            .query_map([run_id], |row| {
+                Ok(Artifact {
+                    id: row.get(0)?,
+                    step: row.get(1)?,
+                    kind: row.get(2)?,
+                    body: row.get(3)?,
+                    created_at: row.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(artifacts)
+    }
+}

@@ -1,0 +1,184 @@
+//! The doom-loop guard (SPEC F10, seed 004): a model that keeps making the
+//! same failing call gets a reminder as the latest user-role message on the
+//! third identical failure, and the run ends if it carries on.
+//!
+//! "Identical" means the same failure fingerprint (see
+//! [`FailureTracker`](crate::FailureTracker)). The guard is a pure state
+//! machine: the engine feeds it every tool outcome in order and acts on the
+//! signal.
+
+use crate::failure::hint_text;
+use attest_protocol::HintCode;
+
+/// What the engine should do after a tool outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DoomLoopSignal {
+    None,
+    /// Append `text` as the latest user-role message before the next model
+    /// request. `count` is the number of consecutive identical failures.
+    InjectReminder { text: String, count: u32 },
+    /// End the run: `incomplete`, reason `doom_loop`.
+    Stop,
+}
+
+/// Counts consecutive failures with the same fingerprint.
+#[derive(Debug, Clone)]
+pub struct DoomLoopGuard {
+    threshold: u32,
+    extra_repeats: u32,
+    current: Option<String>,
+    count: u32,
+}
+
+impl Default for DoomLoopGuard {
+    fn default() -> Self {
+        DoomLoopGuard::new(3, 2)
+    }
+}
+
+impl DoomLoopGuard {
+    /// `threshold`: the identical failure that triggers the reminder (at
+    /// least 1). `extra_repeats`: further identical failures after the
+    /// reminder that stop the run (at least 1).
+    pub fn new(threshold: u32, extra_repeats: u32) -> Self {
+        DoomLoopGuard {
+            threshold: threshold.max(1),
+            extra_repeats: extra_repeats.max(1),
+            current: None,
+            count: 0,
+        }
+    }
+
+    /// Consecutive identical failures so far.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Feeds one outcome; the tool name is unknown to the reminder.
+    pub fn on_result(&mut self, fingerprint: Option<&str>, success: bool) -> DoomLoopSignal {
+        self.on_tool_result("the same tool", fingerprint, success)
+    }
+
+    /// Feeds one outcome. A success, a failure without a fingerprint or a
+    /// failure with another fingerprint starts the count afresh.
+    pub fn on_tool_result(
+        &mut self,
+        tool_name: &str,
+        fingerprint: Option<&str>,
+        success: bool,
+    ) -> DoomLoopSignal {
+        let Some(fp) = fingerprint.filter(|_| !success) else {
+            self.current = None;
+            self.count = 0;
+            return DoomLoopSignal::None;
+        };
+        if self.current.as_deref() == Some(fp) {
+            self.count = self.count.saturating_add(1);
+        } else {
+            self.current = Some(fp.to_string());
+            self.count = 1;
+        }
+        if self.count >= self.threshold.saturating_add(self.extra_repeats) {
+            DoomLoopSignal::Stop
+        } else if self.count == self.threshold {
+            DoomLoopSignal::InjectReminder {
+                text: reminder_text(tool_name, self.count),
+                count: self.count,
+            }
+        } else {
+            DoomLoopSignal::None
+        }
+    }
+}
+
+/// The reminder: what failed, how often, and what to do instead.
+fn reminder_text(tool_name: &str, count: u32) -> String {
+    format!(
+        "[attest reminder] The call to `{tool_name}` has now failed {count} times in a row with the \
+         same arguments and the same error. Repeating it will not help. {} If you cannot make \
+         progress with the tools you have, stop and tell the user exactly what help you need.",
+        hint_text(HintCode::ChangeStrategyOrAskForHelp)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fail(g: &mut DoomLoopGuard, fp: &str) -> DoomLoopSignal {
+        g.on_tool_result("shell", Some(fp), false)
+    }
+
+    #[test]
+    fn third_identical_failure_reminds_then_two_more_stop() {
+        let mut g = DoomLoopGuard::default();
+        assert_eq!(fail(&mut g, "a"), DoomLoopSignal::None);
+        assert_eq!(fail(&mut g, "a"), DoomLoopSignal::None);
+        match fail(&mut g, "a") {
+            DoomLoopSignal::InjectReminder { text, count } => {
+                assert_eq!(count, 3);
+                assert!(text.contains("`shell`"), "{text}");
+                assert!(text.contains("failed 3 times in a row"), "{text}");
+                assert!(text.contains("tell the user exactly what help you need"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(fail(&mut g, "a"), DoomLoopSignal::None);
+        assert_eq!(fail(&mut g, "a"), DoomLoopSignal::Stop);
+        // It stays stopped while the loop goes on.
+        assert_eq!(fail(&mut g, "a"), DoomLoopSignal::Stop);
+    }
+
+    #[test]
+    fn success_resets() {
+        let mut g = DoomLoopGuard::default();
+        fail(&mut g, "a");
+        fail(&mut g, "a");
+        assert_eq!(g.on_result(Some("a"), true), DoomLoopSignal::None);
+        assert_eq!(g.count(), 0);
+        assert_eq!(fail(&mut g, "a"), DoomLoopSignal::None);
+        assert_eq!(fail(&mut g, "a"), DoomLoopSignal::None);
+        assert!(matches!(fail(&mut g, "a"), DoomLoopSignal::InjectReminder { .. }));
+    }
+
+    #[test]
+    fn another_fingerprint_resets() {
+        let mut g = DoomLoopGuard::default();
+        fail(&mut g, "a");
+        fail(&mut g, "a");
+        assert_eq!(fail(&mut g, "b"), DoomLoopSignal::None);
+        assert_eq!(g.count(), 1);
+        fail(&mut g, "b");
+        assert!(matches!(fail(&mut g, "b"), DoomLoopSignal::InjectReminder { count: 3, .. }));
+        // Alternating never builds up.
+        let mut g = DoomLoopGuard::default();
+        for i in 0..10 {
+            let fp = if i % 2 == 0 { "a" } else { "b" };
+            assert_eq!(fail(&mut g, fp), DoomLoopSignal::None);
+        }
+    }
+
+    #[test]
+    fn failure_without_fingerprint_resets() {
+        let mut g = DoomLoopGuard::default();
+        fail(&mut g, "a");
+        fail(&mut g, "a");
+        assert_eq!(g.on_result(None, false), DoomLoopSignal::None);
+        assert_eq!(g.count(), 0);
+    }
+
+    #[test]
+    fn custom_thresholds_and_generic_text() {
+        let mut g = DoomLoopGuard::new(1, 1);
+        match g.on_result(Some("x"), false) {
+            DoomLoopSignal::InjectReminder { text, count: 1 } => {
+                assert!(text.contains("`the same tool`"), "{text}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(g.on_result(Some("x"), false), DoomLoopSignal::Stop);
+        // Zeros are raised to 1 rather than stopping at once.
+        let mut g = DoomLoopGuard::new(0, 0);
+        assert!(matches!(g.on_result(Some("x"), false), DoomLoopSignal::InjectReminder { .. }));
+    }
+}
