@@ -157,6 +157,7 @@ pub fn timeline(run: &RunRecord, entries: &[LogEntry]) -> String {
             LogEntry::Trace { trace } => trace_line(trace),
             LogEntry::Event { event } => event_line(&event.body),
             LogEntry::Item { item } => item_line(item),
+            LogEntry::Archive { .. } => None,
         };
         if let Some(line) = line {
             let _ = writeln!(out, "{line}");

@@ -8,6 +8,7 @@ mod render;
 mod run_cmd;
 mod setup;
 mod store_log;
+mod workspace_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -39,6 +40,14 @@ enum Command {
     Runs(inspect::RunsArgs),
     /// Show how a run went and why it ended as it did.
     Trace(inspect::TraceArgs),
+    /// Create AGENTS.md, SOUL.md, USER.md, skills/ and attest.toml where
+    /// missing. Never overwrites a file that has content; with --migrate,
+    /// updates unedited older defaults.
+    Init(workspace_cmd::InitArgs),
+    /// Report on the workspace files, skills and defaults; the exit code is
+    /// 0 when all files are current or customized, 1 when one is outdated,
+    /// missing or empty or a skill or file cannot be used, 2 on errors.
+    Doctor(workspace_cmd::DoctorArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +68,8 @@ fn main() -> ExitCode {
         Command::Sessions(args) => report(inspect::sessions(args)),
         Command::Runs(args) => report(inspect::runs(args)),
         Command::Trace(args) => report(inspect::trace(args)),
+        Command::Init(args) => report(workspace_cmd::init(args)),
+        Command::Doctor(args) => workspace_cmd::doctor(args),
     };
     ExitCode::from(code)
 }

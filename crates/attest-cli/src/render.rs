@@ -112,6 +112,10 @@ impl HumanRenderer {
                 "  ⟳ provider retry {attempt} in {delay_ms} ms: {}",
                 one_line(error, 160)
             ),
+            EventBody::Compacted { archived_items, .. } => writeln!(
+                err,
+                "  ⇣ history compacted: {archived_items} item(s) archived (declared cache reset point)"
+            ),
             EventBody::Final { .. } => Ok(()),
             EventBody::Done {
                 state,

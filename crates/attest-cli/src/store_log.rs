@@ -46,7 +46,7 @@ pub fn resume_state(store: &SqliteStore, run_id: &str) -> Result<ResumeState> {
             LogEntry::Trace {
                 trace: TraceRecord::Request { step, .. },
             } => state.steps = state.steps.max(step),
-            LogEntry::Trace { .. } => {}
+            LogEntry::Trace { .. } | LogEntry::Archive { .. } => {}
         }
     }
     Ok(state)

@@ -20,6 +20,7 @@
 //!   plain file append).
 
 mod approval;
+pub mod context;
 mod engine;
 mod forgery;
 mod judge;
@@ -28,11 +29,12 @@ mod prompt;
 mod redact;
 mod render;
 mod session;
+pub mod state;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, StaticApprover};
 pub use engine::{
-    new_id, prefix_hash, Engine, EngineError, Observer, ResumeState, RetryPolicy, RunConfig,
-    RunOutcome,
+    new_id, prefix_hash, CompactionPolicy, Engine, EngineError, Observer, ResumeState, RetryPolicy,
+    RunConfig, RunOutcome, HISTORY_TOOL, SUMMARY_HEADER,
 };
 pub use forgery::detect_forged_observation;
 pub use judge::{judge, Attempt, Judgement};

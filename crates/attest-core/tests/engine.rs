@@ -82,7 +82,9 @@ async fn corrective_turn_is_sent_to_the_model_and_the_recovered_run_completes() 
     let requests = h.provider.requests();
     assert_eq!(requests.len(), 3);
     // Request 2 ends with the harness's corrective message after the claimed answer.
-    match requests[1].history.last().unwrap() {
+    // (The run-state snapshot follows it, last of all.)
+    let before_tail = &requests[1].history[requests[1].history.len() - 2];
+    match before_tail {
         TranscriptItem::HarnessMessage { kind, text } => {
             assert_eq!(*kind, HarnessMessageKind::Corrective);
             assert!(text.contains("observe"), "{text}");
@@ -181,4 +183,193 @@ async fn run_timeout_fails_with_reason_timeout() {
         .unwrap();
     assert_eq!(outcome.state, TerminalState::Failed);
     assert_eq!(outcome.reason, TerminalReason::Timeout);
+}
+
+#[tokio::test]
+async fn tail_state_is_last_in_every_request_never_logged_and_never_accumulates() {
+    let mut responses: Vec<serde_json::Value> = (0..30)
+        .map(|i| {
+            serde_json::json!({
+                "text": format!("Step {i}: the answer is surely 41."),
+                "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]
+            })
+        })
+        .collect();
+    responses.push(serde_json::json!({"text": "notes.txt says 42."}));
+    let h = harness(&serde_json::Value::Array(responses).to_string(), false);
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.max_steps = 40;
+    let mut log = MemoryRunLog::default();
+    let mut observer = |_e: &Event| {};
+    let outcome = h
+        .engine
+        .run(
+            "What does notes.txt say?",
+            &cfg,
+            &mut log,
+            &mut observer,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed);
+    let requests = h.provider.requests();
+    assert_eq!(requests.len(), 31);
+    for (i, request) in requests.iter().enumerate().skip(1) {
+        let snapshots: Vec<&String> = request
+            .history
+            .iter()
+            .filter_map(|item| match item {
+                TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::StateSnapshot,
+                    text,
+                } => Some(text),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            snapshots.len(),
+            1,
+            "request {i} carries {} snapshots",
+            snapshots.len()
+        );
+        assert!(matches!(
+            request.history.last(),
+            Some(TranscriptItem::HarnessMessage {
+                kind: HarnessMessageKind::StateSnapshot,
+                ..
+            })
+        ));
+        let tail = snapshots[0];
+        assert!(tail.contains("Goal: What does notes.txt say?"), "{tail}");
+        // The model's claim is a next step at most, never a confirmed fact.
+        let facts = tail.split("Confirmed facts").nth(1).unwrap_or("");
+        let facts = facts.split("Next step").next().unwrap_or("");
+        assert!(!facts.contains("surely 41"), "request {i}: {tail}");
+        assert!(tail.contains("read_file"), "{tail}");
+        assert!(attest_core::state::count_tokens(tail) <= 800);
+    }
+    let logged = serde_json::to_string(&log.entries).unwrap();
+    assert!(
+        !logged.contains("state_snapshot"),
+        "a snapshot was written to the log"
+    );
+}
+
+#[tokio::test]
+async fn compaction_is_declared_keeps_pairs_whole_and_archived_evidence_is_retrievable() {
+    // 48 reads of a ~2 KB file, then a history lookup of the very first call, then an answer.
+    let mut responses: Vec<serde_json::Value> = (0..48)
+        .map(|i| {
+            serde_json::json!({
+                "text": format!("Reading part {i}."),
+                "tool_calls": [{"id": format!("read_{i}"), "name": "read_file", "arguments": {"path": "big.txt"}}]
+            })
+        })
+        .collect();
+    responses.push(serde_json::json!({
+        "tool_calls": [{"id": "lookup", "name": "history", "arguments": {"call_id": "read_0"}}]
+    }));
+    responses.push(serde_json::json!({"text": "big.txt holds the numbered lines."}));
+    let h = harness(&serde_json::Value::Array(responses).to_string(), false);
+    let big: String = (0..120)
+        .map(|i| format!("line {i:04} of the big file\n"))
+        .collect();
+    std::fs::write(h._dir.path().join("big.txt"), &big).unwrap();
+
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.max_steps = 60;
+    cfg.compaction = attest_core::CompactionPolicy {
+        history_budget_tokens: 12_000,
+        keep_recent_tokens: 4_000,
+    };
+    let mut log = MemoryRunLog::default();
+    let mut events = Vec::new();
+    let mut observer = |e: &Event| events.push(e.clone());
+    let outcome = h
+        .engine
+        .run(
+            "Read big.txt repeatedly",
+            &cfg,
+            &mut log,
+            &mut observer,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed, "{}", outcome.basis);
+    assert_eq!(outcome.steps, 50);
+
+    let compactions: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Compacted {
+                step, reset_point, ..
+            } => {
+                assert_ne!(
+                    reset_point.prefix_hash_before,
+                    reset_point.prefix_hash_after
+                );
+                assert!(!reset_point.source_refs.is_empty());
+                Some(*step)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        compactions.len() >= 2,
+        "expected repeated compaction, got {compactions:?}"
+    );
+
+    // The prefix hash changes exactly at the declared reset points.
+    let hashes: Vec<(u32, String)> = log
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            LogEntry::Trace {
+                trace:
+                    attest_protocol::TraceRecord::Request {
+                        step, prefix_hash, ..
+                    },
+            } => Some((*step, prefix_hash.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hashes.len(), 50);
+    for pair in hashes.windows(2) {
+        let changed = pair[0].1 != pair[1].1;
+        assert_eq!(
+            changed,
+            compactions.contains(&pair[1].0),
+            "prefix hash at step {} changed={changed} without/with a declared reset point",
+            pair[1].0
+        );
+    }
+
+    // Every request kept its pairs whole and stayed within budget after compaction.
+    for (i, request) in h.provider.requests().iter().enumerate() {
+        pairing::validate_strict(&request.history).unwrap_or_else(|e| panic!("request {i}: {e}"));
+    }
+    // Originals were archived, and the history tool returned the first read in full.
+    let archived = log
+        .entries
+        .iter()
+        .filter(|e| matches!(e, LogEntry::Archive { .. }))
+        .count();
+    assert!(archived > 40, "{archived} archived");
+    let requests = h.provider.requests();
+    let last = &requests[requests.len() - 1];
+    assert!(last.tools.iter().any(|t| t.name == "history"));
+    let lookup = last
+        .history
+        .iter()
+        .find_map(|i| match i {
+            TranscriptItem::ToolResult {
+                call_id, output, ..
+            } if call_id == "lookup" => Some(output.clone()),
+            _ => None,
+        })
+        .expect("history result in the last request");
+    assert!(lookup.contains("line 0119 of the big file"), "{lookup}");
+    assert!(lookup.contains("call read_0: read_file"), "{lookup}");
 }

@@ -376,13 +376,22 @@ async fn an_observe_contract_without_an_executed_action_cannot_complete() {
     assert!(!events
         .iter()
         .any(|e| matches!(e.body, EventBody::Final { .. })));
-    // The corrective turn reached the model as text.
+    // The corrective turn reached the model as text (followed only by the
+    // run-state snapshot).
     let requests = h.inner.requests();
     assert_eq!(requests.len(), 2);
+    let history = &requests[1].history;
     assert!(matches!(
-        requests[1].history.last(),
-        Some(TranscriptItem::HarnessMessage {
+        &history[history.len() - 2],
+        TranscriptItem::HarnessMessage {
             kind: HarnessMessageKind::Corrective,
+            ..
+        }
+    ));
+    assert!(matches!(
+        history.last(),
+        Some(TranscriptItem::HarnessMessage {
+            kind: HarnessMessageKind::StateSnapshot,
             ..
         })
     ));

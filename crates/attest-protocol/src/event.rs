@@ -1,5 +1,6 @@
 use crate::{
-    CompletionContract, EffectClass, Receipt, ReceiptStatus, TerminalReason, TerminalState,
+    CacheResetPoint, CompletionContract, EffectClass, Receipt, ReceiptStatus, TerminalReason,
+    TerminalState,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -114,6 +115,13 @@ pub enum EventBody {
         delay_ms: u64,
         error: String,
     },
+    /// History was compacted at a declared cache reset point (SPEC E4).
+    Compacted {
+        step: u32,
+        reset_point: CacheResetPoint,
+        archived_items: usize,
+        history_tokens_before: usize,
+    },
     /// Emitted only for `completed` runs.
     Final { answer: String },
     Done {
@@ -146,6 +154,7 @@ impl EventBody {
             EventBody::CorrectiveInjected { .. } => "corrective_injected",
             EventBody::ProtocolError { .. } => "protocol_error",
             EventBody::ProviderRetry { .. } => "provider_retry",
+            EventBody::Compacted { .. } => "compacted",
             EventBody::Final { .. } => "final",
             EventBody::Done { .. } => "done",
         }

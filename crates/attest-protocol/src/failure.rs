@@ -7,6 +7,7 @@
 //! dimensions on purpose (seed 003 P5): "ok but stale from a fallback" is one
 //! value, not a choice between `stale` and `fallback`.
 
+use crate::ConfidenceLevel;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -348,15 +349,6 @@ pub enum Provenance {
     Cached,
     Synthetic,
     Manual,
-    Unknown,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConfidenceLevel {
-    High,
-    Medium,
-    Low,
     Unknown,
 }
 

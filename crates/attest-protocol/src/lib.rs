@@ -15,6 +15,7 @@ mod event;
 mod failure;
 mod log_entry;
 mod receipt;
+mod state;
 mod terminal;
 mod tool;
 mod trace;
@@ -23,11 +24,15 @@ mod transcript;
 pub use contract::{CompletionContract, ContractKind, EffectClass};
 pub use event::{Event, EventBody, ProtocolErrorKind, Usage};
 pub use failure::{
-    Availability, ConfidenceLevel, DataImpact, DataQuality, DataSource, DataStatus, ErrorType,
-    Freshness, HintCode, Provenance, RetrievalStatus, TaskType, ToolFailure,
+    Availability, DataImpact, DataQuality, DataSource, DataStatus, ErrorType, Freshness, HintCode,
+    Provenance, RetrievalStatus, TaskType, ToolFailure,
 };
 pub use log_entry::LogEntry;
 pub use receipt::{Evidence, Receipt, ReceiptStatus, VerificationStatus};
+pub use state::{
+    AgentStateItem, CacheResetPoint, CacheResetReason, ConfidenceLevel, EvidenceType,
+    StateItemType, StateStatus,
+};
 pub use terminal::{TerminalReason, TerminalState};
 pub use tool::{Permission, ToolSpec};
 pub use trace::{ContextSource, TraceRecord};

@@ -6,7 +6,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "entry", rename_all = "snake_case")]
 pub enum LogEntry {
-    Item { item: TranscriptItem },
-    Event { event: Event },
-    Trace { trace: TraceRecord },
+    Item {
+        item: TranscriptItem,
+    },
+    Event {
+        event: Event,
+    },
+    Trace {
+        trace: TraceRecord,
+    },
+    /// A transcript item compacted out of requests, copied to the archive.
+    Archive {
+        item: TranscriptItem,
+    },
 }

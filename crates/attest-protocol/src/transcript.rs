@@ -1,4 +1,4 @@
-use crate::{Receipt, ReceiptStatus, TerminalReason, TerminalState};
+use crate::{CacheResetPoint, Receipt, ReceiptStatus, TerminalReason, TerminalState};
 use serde::{Deserialize, Serialize};
 
 /// Whether assistant text was commentary on the way to tool calls or an answer.
@@ -25,6 +25,12 @@ pub enum HarnessMessageKind {
     /// (ReAct) model. Only built into requests from a `ToolResult`; the
     /// canonical transcript keeps the result itself (SPEC B1).
     Observation,
+    /// The run's state snapshot at the tail of a request (SPEC E3). Only
+    /// built into requests; never written to the transcript.
+    StateSnapshot,
+    /// The summary of compacted history (SPEC E4), built into requests from
+    /// a `Compaction` item.
+    CompactionSummary,
 }
 
 /// One entry of the canonical, append-only transcript (SPEC C1). Provider
@@ -63,6 +69,16 @@ pub enum TranscriptItem {
     HarnessMessage {
         kind: HarnessMessageKind,
         text: String,
+    },
+    /// A declared compaction (SPEC E4): from here on, requests carry
+    /// `summary` in place of all earlier history (the session's earlier
+    /// turns and this run's first `covers` items). The originals stay in the
+    /// log and are copied to the archive.
+    Compaction {
+        reset_point: CacheResetPoint,
+        summary: String,
+        /// Number of this run's items (from the start) the summary replaces.
+        covers: usize,
     },
     Terminal {
         state: TerminalState,

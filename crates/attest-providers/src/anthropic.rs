@@ -52,7 +52,7 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
                 }
                 (true, Some(b))
             }
-            TranscriptItem::Terminal { .. } => continue,
+            TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. } => continue,
         };
         // Empty text sends nothing; skipping it may join two same-role turns.
         let Some(block) = block else { continue };

@@ -23,6 +23,7 @@ pub mod pairing;
 pub mod scripted;
 mod sse;
 pub mod text_protocol;
+pub mod tool_call_format;
 mod types;
 mod wire;
 

@@ -36,7 +36,7 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
                 messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
                 i += 1;
             }
-            TranscriptItem::Terminal { .. } => i += 1,
+            TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. } => i += 1,
         }
     }
 

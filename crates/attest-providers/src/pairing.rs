@@ -3,7 +3,7 @@
 //! break it, so requests are always built from [`normalize`]d items.
 //!
 //! The rule, exactly:
-//! - `Terminal` items are not messages: they are dropped, and they are
+//! - `Terminal` and `Compaction` items are not messages: they are dropped, and they are
 //!   invisible to pairing (a terminal between calls and results does not
 //!   separate them).
 //! - A *call block* is a maximal run of consecutive `ToolCall`s. Its *result
@@ -37,7 +37,12 @@ pub struct Normalized {
 pub fn normalize(items: &[TranscriptItem]) -> Normalized {
     let visible: Vec<&TranscriptItem> = items
         .iter()
-        .filter(|i| !matches!(i, TranscriptItem::Terminal { .. }))
+        .filter(|i| {
+            !matches!(
+                i,
+                TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. }
+            )
+        })
         .collect();
     let mut out = Vec::with_capacity(visible.len());
     let mut notes = Vec::new();
@@ -107,7 +112,12 @@ pub fn validate_strict(items: &[TranscriptItem]) -> Result<(), String> {
     let visible: Vec<(usize, &TranscriptItem)> = items
         .iter()
         .enumerate()
-        .filter(|(_, i)| !matches!(i, TranscriptItem::Terminal { .. }))
+        .filter(|(_, i)| {
+            !matches!(
+                i,
+                TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. }
+            )
+        })
         .collect();
     let mut seen_calls: HashSet<&str> = HashSet::new();
     let mut i = 0;

@@ -22,7 +22,7 @@ pub use sqlite::SqliteStore;
 use attest_protocol::{LogEntry, TranscriptItem};
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -67,6 +67,8 @@ pub trait Store: Send {
     fn entries(&self, run_id: &str) -> Result<Vec<LogEntry>, StoreError>;
     /// A run's transcript items only (what requests are rebuilt from).
     fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError>;
+    /// Transcript items compacted out of a run's requests (SPEC E4).
+    fn archived(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError>;
     /// Raw audit artifacts of a run.
     fn artifacts(&self, run_id: &str) -> Result<Vec<Artifact>, StoreError>;
 }

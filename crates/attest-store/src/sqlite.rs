@@ -6,7 +6,10 @@ use attest_protocol::{EventBody, LogEntry, TraceRecord, TranscriptItem};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_archive.sql"),
+];
 
 /// The embedded default store, `<workspace>/.attest/attest.db`.
 pub struct SqliteStore {
@@ -128,6 +131,7 @@ fn entry_type(entry: &LogEntry) -> Result<(String, String), StoreError> {
         LogEntry::Item { .. } => ("item", "item", "type"),
         LogEntry::Event { .. } => ("event", "event", "type"),
         LogEntry::Trace { .. } => ("trace", "trace", "record"),
+        LogEntry::Archive { .. } => ("archive", "item", "type"),
     };
     let name = value[field][tag].as_str().unwrap_or("unknown").to_string();
     Ok((kind.to_string(), name))
@@ -172,6 +176,13 @@ impl Store for SqliteStore {
     }
 
     fn append(&mut self, run_id: &str, entry: &LogEntry) -> Result<(), StoreError> {
+        if let LogEntry::Archive { item } = entry {
+            self.conn.execute(
+                "INSERT INTO archive (run_id, call_id, item, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, item.call_id(), serde_json::to_string(item)?, now()],
+            )?;
+            return Ok(());
+        }
         // Raw outputs move to the artifact table; the log keeps a reference.
         let stored = match entry {
             LogEntry::Trace {
@@ -322,6 +333,19 @@ impl Store for SqliteStore {
             }
         }
         Ok(items)
+    }
+
+    fn archived(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT item FROM archive WHERE run_id = ?1 ORDER BY id")?;
+        let bodies: Vec<String> = stmt
+            .query_map([run_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        bodies
+            .iter()
+            .map(|b| serde_json::from_str(b).map_err(StoreError::from))
+            .collect()
     }
 
     fn artifacts(&self, run_id: &str) -> Result<Vec<Artifact>, StoreError> {

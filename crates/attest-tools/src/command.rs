@@ -10,7 +10,7 @@ use crate::process::{self, describe_status, RunResult};
 use crate::text::{captured_text, truncate_str};
 use crate::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
-use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
+use attest_protocol::{DataSource, EffectClass, ErrorType, Evidence, Permission, ToolSpec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -168,6 +168,21 @@ impl Tool for CommandTool {
         self.timeout + REGISTRY_GRACE
     }
 
+    /// The program's file name: the outside party failures are blamed on.
+    fn provider(&self) -> &str {
+        self.program
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("command")
+    }
+
+    fn data_source(&self) -> DataSource {
+        match self.spec.effect {
+            EffectClass::Deliver => DataSource::Delivery,
+            EffectClass::Observe | EffectClass::Mutate => DataSource::Command,
+        }
+    }
+
     async fn execute(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
         let stdin = match serde_json::to_vec(&args) {
             Ok(bytes) => bytes,
@@ -190,6 +205,7 @@ impl Tool for CommandTool {
                     "could not start `{}`: {e}",
                     self.program.display()
                 ))
+                .with_error_type(ErrorType::SpawnFailed)
             }
             RunResult::WaitFailed(e) => {
                 return ToolOutput::error(format!("lost track of the command: {e}"))
@@ -198,17 +214,15 @@ impl Tool for CommandTool {
         if !finished.status.success() {
             let stderr = captured_text(&finished.stderr, finished.stderr_total, STDERR_LIMIT);
             return ToolOutput {
-                success: false,
-                output: format!(
-                    "command exited with {}: {stderr}",
-                    describe_status(&finished.status)
-                ),
                 evidence: Evidence {
                     exit_code: finished.status.code(),
                     ..Evidence::default()
                 },
-                evidence_present: false,
-                timed_out: false,
+                ..ToolOutput::error(format!(
+                    "command exited with {}: {stderr}",
+                    describe_status(&finished.status)
+                ))
+                .with_error_type(ErrorType::NonZeroExit)
             };
         }
         let stdout = String::from_utf8_lossy(&finished.stdout);
@@ -238,11 +252,8 @@ impl Tool for CommandTool {
             shown.to_string()
         };
         ToolOutput {
-            success: true,
-            output,
-            evidence,
             evidence_present,
-            timed_out: false,
+            ..ToolOutput::ok(output, evidence)
         }
     }
 }

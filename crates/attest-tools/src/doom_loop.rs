@@ -16,7 +16,10 @@ pub enum DoomLoopSignal {
     None,
     /// Append `text` as the latest user-role message before the next model
     /// request. `count` is the number of consecutive identical failures.
-    InjectReminder { text: String, count: u32 },
+    InjectReminder {
+        text: String,
+        count: u32,
+    },
     /// End the run: `incomplete`, reason `doom_loop`.
     Stop,
 }
@@ -119,7 +122,10 @@ mod tests {
                 assert_eq!(count, 3);
                 assert!(text.contains("`shell`"), "{text}");
                 assert!(text.contains("failed 3 times in a row"), "{text}");
-                assert!(text.contains("tell the user exactly what help you need"), "{text}");
+                assert!(
+                    text.contains("tell the user exactly what help you need"),
+                    "{text}"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -138,7 +144,10 @@ mod tests {
         assert_eq!(g.count(), 0);
         assert_eq!(fail(&mut g, "a"), DoomLoopSignal::None);
         assert_eq!(fail(&mut g, "a"), DoomLoopSignal::None);
-        assert!(matches!(fail(&mut g, "a"), DoomLoopSignal::InjectReminder { .. }));
+        assert!(matches!(
+            fail(&mut g, "a"),
+            DoomLoopSignal::InjectReminder { .. }
+        ));
     }
 
     #[test]
@@ -149,7 +158,10 @@ mod tests {
         assert_eq!(fail(&mut g, "b"), DoomLoopSignal::None);
         assert_eq!(g.count(), 1);
         fail(&mut g, "b");
-        assert!(matches!(fail(&mut g, "b"), DoomLoopSignal::InjectReminder { count: 3, .. }));
+        assert!(matches!(
+            fail(&mut g, "b"),
+            DoomLoopSignal::InjectReminder { count: 3, .. }
+        ));
         // Alternating never builds up.
         let mut g = DoomLoopGuard::default();
         for i in 0..10 {
@@ -179,6 +191,9 @@ mod tests {
         assert_eq!(g.on_result(Some("x"), false), DoomLoopSignal::Stop);
         // Zeros are raised to 1 rather than stopping at once.
         let mut g = DoomLoopGuard::new(0, 0);
-        assert!(matches!(g.on_result(Some("x"), false), DoomLoopSignal::InjectReminder { .. }));
+        assert!(matches!(
+            g.on_result(Some("x"), false),
+            DoomLoopSignal::InjectReminder { .. }
+        ));
     }
 }

@@ -16,20 +16,36 @@
 
 mod builtin;
 mod command;
+pub mod doom_loop;
+pub mod failure;
+pub mod middleware;
+pub mod policy;
 mod process;
+pub mod redact;
 mod registry;
+pub mod sandbox;
 mod text;
 mod workspace;
 
 pub use builtin::builtin_tools;
+pub use builtin::skill::{self as skills, skill_tool};
 pub use command::{CommandTool, CommandToolConfig, CommandToolError};
+pub use doom_loop::{DoomLoopGuard, DoomLoopSignal};
+pub use failure::{FailureTracker, FingerprintKey, RetryPolicy};
+pub use middleware::{
+    CallContext, ChainOutcome, Clearance, Denial, Middleware, MiddlewareDecision, PendingApproval,
+};
+pub use policy::{PermissionPolicy, PermissionsConfig, PolicyDecision};
+pub use redact::Redactor;
 pub use registry::{
     fingerprint_arguments, PrepareError, PreparedCall, RegistryError, ToolRegistry,
 };
+pub use sandbox::{Sandbox, SandboxMode, SandboxReport};
 pub use workspace::{Workspace, WorkspaceError};
 
 use async_trait::async_trait;
-use attest_protocol::{Evidence, Permission, ToolSpec};
+use attest_protocol::{DataQuality, DataSource, ErrorType, Evidence, Permission, ToolSpec};
+use std::sync::Arc;
 
 /// What a tool reports back: whether it succeeded, what the model sees, the
 /// evidence for the receipt, and whether the declared evidence is present.
@@ -44,6 +60,11 @@ pub struct ToolOutput {
     /// True when the tool was stopped for exceeding its time limit; the
     /// receipt then says `timeout` rather than `error`.
     pub timed_out: bool,
+    /// On failure, what kind; feeds the failure fingerprint.
+    pub error_type: Option<ErrorType>,
+    /// The quality of the data returned, when the tool knows it (empty,
+    /// partial, stale, from a fallback, …).
+    pub quality: Option<DataQuality>,
 }
 
 impl ToolOutput {
@@ -54,6 +75,8 @@ impl ToolOutput {
             evidence,
             evidence_present: true,
             timed_out: false,
+            error_type: None,
+            quality: None,
         }
     }
 
@@ -64,6 +87,8 @@ impl ToolOutput {
             evidence: Evidence::default(),
             evidence_present: false,
             timed_out: false,
+            error_type: Some(ErrorType::ToolError),
+            quality: None,
         }
     }
 
@@ -71,8 +96,31 @@ impl ToolOutput {
     pub fn timeout(reason: impl Into<String>) -> Self {
         ToolOutput {
             timed_out: true,
+            error_type: Some(ErrorType::Timeout),
             ..ToolOutput::error(reason)
         }
+    }
+
+    pub fn with_error_type(mut self, error_type: ErrorType) -> Self {
+        self.error_type = Some(error_type);
+        self
+    }
+
+    pub fn with_quality(mut self, quality: DataQuality) -> Self {
+        self.quality = Some(quality);
+        self
+    }
+
+    /// What kind of failure this is; `None` for a success.
+    pub fn failure_type(&self) -> Option<ErrorType> {
+        if self.success {
+            return None;
+        }
+        Some(self.error_type.unwrap_or(if self.timed_out {
+            ErrorType::Timeout
+        } else {
+            ErrorType::ToolError
+        }))
     }
 }
 
@@ -83,6 +131,9 @@ pub struct ToolContext {
     /// Environment variables removed from every child process a tool starts
     /// (the provider's API key variable, …): tools never see harness secrets.
     pub hidden_env: Vec<String>,
+    /// The sandbox the `shell` tool runs commands in; `None` runs them
+    /// unconfined (tests, `SandboxMode::Off`).
+    pub sandbox: Option<Arc<Sandbox>>,
 }
 
 impl ToolContext {
@@ -90,7 +141,13 @@ impl ToolContext {
         ToolContext {
             workspace,
             hidden_env: Vec::new(),
+            sandbox: None,
         }
+    }
+
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
     }
 
     /// Remove the hidden variables from a command about to be spawned.
@@ -110,6 +167,15 @@ pub trait Tool: Send + Sync {
     /// Timeout for one execution.
     fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(60)
+    }
+    /// Who serves the call, for failure records: `local` unless the tool
+    /// talks to an outside service or program.
+    fn provider(&self) -> &str {
+        "local"
+    }
+    /// What kind of data the tool supplies, for `data_impact`.
+    fn data_source(&self) -> DataSource {
+        DataSource::Workspace
     }
     /// Run with validated arguments. Must not panic on any input.
     async fn execute(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput;

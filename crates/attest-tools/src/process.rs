@@ -1,10 +1,13 @@
 //! Running a child process for the `shell` tool and command tools.
 //!
-//! The child runs in its own process group so that everything it starts
-//! (`sh -c "a | b"`, `x &`) can be killed together: on timeout, when the
-//! future running it is dropped (the registry's timeout, a cancelled run),
-//! and once the main process has exited, so that a leftover background job
-//! neither outlives the call nor holds the output pipes open.
+//! The child runs in a session (and so a process group) of its own so that
+//! everything it starts (`sh -c "a | b"`, `x &`) can be killed together: on
+//! timeout, when the future running it is dropped (the registry's timeout,
+//! a cancelled run), and once the main process has exited, so that a
+//! leftover background job neither outlives the call nor holds the output
+//! pipes open. A new session also has no controlling terminal: a command
+//! cannot prompt on the user's terminal (`sudo`, `ssh`) or push input into
+//! it.
 
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -51,7 +54,16 @@ pub(crate) async fn run(
     .stderr(Stdio::piped())
     .kill_on_drop(true);
     #[cfg(unix)]
-    cmd.process_group(0);
+    // SAFETY: setsid is async-signal-safe and touches no memory. It runs
+    // after any sandbox setup the caller registered.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 
     let mut child = match cmd.spawn() {
         Ok(child) => child,

@@ -104,7 +104,9 @@ impl Redactor {
         use serde_json::Value;
         match value {
             Value::String(s) => Value::String(self.redact(s)),
-            Value::Array(items) => Value::Array(items.iter().map(|v| self.redact_json(v)).collect()),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|v| self.redact_json(v)).collect())
+            }
             Value::Object(map) => Value::Object(
                 map.iter()
                     .map(|(k, v)| {
@@ -259,7 +261,10 @@ fn redact_blobs(text: &str) -> String {
 /// True when a run is mostly separated words, like a path or an
 /// identifier (`Crates/attest_tools/Src/Lib2`), not an encoded secret.
 fn looks_like_words(s: &str) -> bool {
-    let seps = s.bytes().filter(|b| matches!(b, b'/' | b'_' | b'-')).count();
+    let seps = s
+        .bytes()
+        .filter(|b| matches!(b, b'/' | b'_' | b'-'))
+        .count();
     // Random base64 has a separator every ~21 chars on average; words, one
     // every ~6.
     seps * 10 >= s.len()
@@ -391,7 +396,10 @@ mod tests {
         let r = Redactor::new();
         let blob = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0MjQyNDI0Mg==";
         let out = r.redact(&format!("data {blob} end"));
-        assert_eq!(out, format!("data [REDACTED_BLOB {} chars] end", blob.len()));
+        assert_eq!(
+            out,
+            format!("data [REDACTED_BLOB {} chars] end", blob.len())
+        );
         let sha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         assert_eq!(r.redact(sha), sha);
         let git = "0123456789abcdef0123456789abcdef01234567";
@@ -449,7 +457,14 @@ mod tests {
 
     #[test]
     fn secret_keys() {
-        for k in ["api_key", "API-KEY", "x_auth_token", "password", "auth", "Cookie"] {
+        for k in [
+            "api_key",
+            "API-KEY",
+            "x_auth_token",
+            "password",
+            "auth",
+            "Cookie",
+        ] {
             assert!(is_secret_key(k), "{k}");
         }
         for k in ["path", "command", "author", "keyword", "monkey"] {

@@ -5,10 +5,12 @@
 //! call before it runs gets a receipt from `refusal_receipt`, so every call
 //! the model makes leaves one.
 
+use crate::middleware::Middleware;
 use crate::text::{sha256_hex, truncate_with_note};
 use crate::{Tool, ToolContext, ToolOutput};
 use attest_protocol::{
-    EffectClass, Evidence, Permission, Receipt, ReceiptStatus, ToolSpec, VerificationStatus,
+    DataSource, EffectClass, Evidence, Permission, Receipt, ReceiptStatus, ToolSpec,
+    VerificationStatus,
 };
 use chrono::Utc;
 use std::collections::HashMap;
@@ -66,8 +68,13 @@ pub struct PreparedCall {
     pub arguments: serde_json::Value,
     pub effect: EffectClass,
     /// The effective permission (config override, else the tool's default).
+    /// The permission policy middleware treats it as the tool's default.
     pub permission: Permission,
     pub input_fingerprint: String,
+    /// Who serves the call (`local` for built-in tools), for failure records.
+    pub provider: String,
+    /// What kind of data the call supplies, for `data_impact`.
+    pub source: DataSource,
 }
 
 struct Entry {
@@ -81,6 +88,7 @@ pub struct ToolRegistry {
     entries: Vec<Entry>,
     index: HashMap<String, usize>,
     overrides: HashMap<String, Permission>,
+    middleware: Vec<Arc<dyn Middleware>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -88,6 +96,7 @@ impl std::fmt::Debug for ToolRegistry {
         f.debug_struct("ToolRegistry")
             .field("tools", &self.names())
             .field("overrides", &self.overrides)
+            .field("middleware", &self.middleware_names())
             .finish()
     }
 }
@@ -116,7 +125,31 @@ impl ToolRegistry {
             entries,
             index,
             overrides: HashMap::new(),
+            middleware: Vec::new(),
         })
+    }
+
+    /// Appends a middleware to the chain [`ToolRegistry::check`] runs.
+    pub fn push_middleware(&mut self, middleware: Arc<dyn Middleware>) {
+        self.middleware.push(middleware);
+    }
+
+    /// Builder form of [`ToolRegistry::push_middleware`].
+    pub fn with_middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
+        self.push_middleware(middleware);
+        self
+    }
+
+    /// The chain's middleware names, in order.
+    pub fn middleware_names(&self) -> Vec<String> {
+        self.middleware
+            .iter()
+            .map(|m| m.name().to_string())
+            .collect()
+    }
+
+    pub(crate) fn middleware(&self) -> &[Arc<dyn Middleware>] {
+        &self.middleware
     }
 
     /// Overrides the permission of one tool (from config). It wins over the
@@ -197,12 +230,16 @@ impl ToolRegistry {
             effect: entry.tool.spec().effect,
             permission: self.permission(name),
             input_fingerprint: fingerprint_arguments(&arguments),
+            provider: entry.tool.provider().to_string(),
+            source: entry.tool.data_source(),
             arguments,
         })
     }
 
     /// Runs a prepared call under the tool's timeout and writes its receipt.
-    /// The permission decision is the caller's, made before this.
+    /// The permission decision is the caller's, made before this; callers
+    /// with a middleware chain use [`ToolRegistry::execute_cleared`], which
+    /// only takes a call the chain (or an approval) cleared.
     pub async fn execute(
         &self,
         call_id: &str,
@@ -296,7 +333,7 @@ pub fn fingerprint_arguments(value: &serde_json::Value) -> String {
 /// `serde_json::to_string`, whose key order depends on whether some crate in
 /// the build enabled serde_json's `preserve_order` feature. The result equals
 /// `to_string` with the default (sorted) map.
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
+pub(crate) fn write_canonical(value: &serde_json::Value, out: &mut String) {
     use serde_json::Value;
     match value {
         Value::Object(map) => {

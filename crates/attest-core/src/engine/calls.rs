@@ -27,6 +27,7 @@ impl Run<'_> {
                 reasoning: None,
                 phase: AssistantPhase::Commentary,
             })?;
+            self.state.on_commentary(&text, &format!("step_{step}"));
             self.emit(EventBody::Progress { step, text })?;
         }
         let calls: Vec<ParsedCall> = response
@@ -94,7 +95,11 @@ impl Run<'_> {
     }
 
     async fn execute_call(&mut self, step: u32, call: &ParsedCall) -> Result<(), EngineError> {
-        let registry = Arc::clone(&self.engine.registry);
+        let registry = if call.name == super::HISTORY_TOOL && self.compacted {
+            Arc::clone(&self.history_registry)
+        } else {
+            Arc::clone(&self.engine.registry)
+        };
         let prepared = match registry.prepare(&call.name, &call.arguments) {
             Ok(p) => p,
             Err(e) => {
@@ -210,6 +215,12 @@ impl Run<'_> {
             output: text.clone(),
             receipt: Some(receipt.clone()),
         })?;
+        let needed = super::run::needed(self.cfg, &receipt);
+        self.state.on_receipt(
+            &receipt,
+            &super::run::arguments_summary(&call.arguments),
+            needed,
+        );
         self.receipts.push(receipt.clone());
         self.emit(EventBody::ToolResult {
             step,

@@ -7,8 +7,13 @@
 //! call execution), `model.rs` (model calls, retries, protocol checks).
 
 mod calls;
+mod compaction;
+mod history_tool;
 mod model;
 mod run;
+
+pub use compaction::{CompactionPolicy, SUMMARY_HEADER};
+pub use history_tool::HISTORY_TOOL;
 
 use crate::approval::Approver;
 use crate::log::{LogError, RunLog};
@@ -76,6 +81,8 @@ pub struct RunConfig {
     /// Earlier turns of the session, already reduced to evidence by
     /// [`crate::session_history`]. Sent before this run's items; not logged again.
     pub prior_history: Vec<TranscriptItem>,
+    /// When and how far history is compacted (SPEC E4).
+    pub compaction: CompactionPolicy,
 }
 
 impl RunConfig {
@@ -95,6 +102,7 @@ impl RunConfig {
             timeout: None,
             secrets: Vec::new(),
             prior_history: Vec::new(),
+            compaction: CompactionPolicy::default(),
         }
     }
 }
@@ -137,6 +145,8 @@ pub enum EngineError {
     Log(#[from] LogError),
     #[error("run {0} has already ended; nothing to resume")]
     AlreadyEnded(String),
+    #[error("the compaction archive is unavailable (a thread panicked while holding it)")]
+    Archive,
 }
 
 /// Something that receives each event as it happens (a front end).

@@ -4,7 +4,10 @@
 use super::run::Run;
 use super::EngineError;
 use crate::forgery;
-use attest_protocol::{ContextSource, EventBody, ProtocolErrorKind, TraceRecord, TranscriptItem};
+use crate::state::{render_tail, TailBudget};
+use attest_protocol::{
+    ContextSource, EventBody, HarnessMessageKind, ProtocolErrorKind, TraceRecord, TranscriptItem,
+};
 use attest_providers::{pairing, ModelRequest, ModelResponse};
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -45,31 +48,65 @@ pub(super) enum ModelOutcome {
 
 impl Run<'_> {
     pub(super) async fn call_model(&mut self, step: u32) -> Result<ModelOutcome, EngineError> {
-        let history: Vec<TranscriptItem> = self
-            .cfg
-            .prior_history
-            .iter()
-            .chain(&self.items)
-            .cloned()
-            .collect();
-        let normalized = pairing::normalize(&history);
-        let context_sources = vec![
+        self.maybe_compact(step, false)?;
+        let history = self.request_history();
+        let tools = self.visible_tools();
+        let prefix_hash = self.current_prefix_hash();
+        let mut normalized = pairing::normalize(&history);
+        // The state snapshot goes last and is never logged (SPEC E3).
+        let tail = self
+            .state
+            .has_progress()
+            .then(|| render_tail(&self.state, &TailBudget::default()));
+        if let Some(tail) = &tail {
+            normalized.items.push(TranscriptItem::HarnessMessage {
+                kind: HarnessMessageKind::StateSnapshot,
+                text: tail.text.clone(),
+            });
+        }
+        let compacted = self
+            .latest_compaction()
+            .map(|(_, covers, summary)| (covers, summary.len()));
+        let mut context_sources = vec![
             source("system_prompt", 1, self.system.len()),
             source(
                 "tools",
-                self.tools.len(),
-                serde_json::to_vec(&self.tools).map_or(0, |v| v.len()),
+                tools.len(),
+                serde_json::to_vec(&tools).map_or(0, |v| v.len()),
             ),
-            source(
-                "session_history",
-                self.cfg.prior_history.len(),
-                json_len(&self.cfg.prior_history),
-            ),
-            source("run_transcript", self.items.len(), json_len(&self.items)),
         ];
+        match compacted {
+            Some((covers, summary_bytes)) => {
+                let mut summary = source("compaction_summary", 1, summary_bytes);
+                summary.truncated = true;
+                context_sources.push(summary);
+                let rest = &self.items[covers.min(self.items.len())..];
+                context_sources.push(source("run_transcript", rest.len(), json_len(rest)));
+            }
+            None => {
+                context_sources.push(source(
+                    "session_history",
+                    self.cfg.prior_history.len(),
+                    json_len(&self.cfg.prior_history),
+                ));
+                context_sources.push(source(
+                    "run_transcript",
+                    self.items.len(),
+                    json_len(&self.items),
+                ));
+            }
+        }
+        if let Some(tail) = &tail {
+            context_sources.push(ContextSource {
+                name: "tail_state".to_string(),
+                items: 1,
+                bytes: tail.text.len(),
+                truncated: tail.omitted > 0,
+            });
+        }
         let request = ModelRequest {
             system: self.system.clone(),
-            tools: self.tools.clone(),
+            tools,
             history: normalized.items,
             stream: self.cfg.stream,
             max_tokens: self.cfg.max_tokens,
@@ -87,8 +124,8 @@ impl Run<'_> {
                 api_family: provider.api_family().to_string(),
                 model: provider.model().to_string(),
                 stream: request.stream,
-                prefix_hash: self.prefix_hash.clone(),
-                tool_names: self.tools.iter().map(|t| t.name.clone()).collect(),
+                prefix_hash: prefix_hash.clone(),
+                tool_names: request.tools.iter().map(|t| t.name.clone()).collect(),
                 message_count: request.history.len(),
                 max_tokens: request.max_tokens,
                 temperature: request.temperature,

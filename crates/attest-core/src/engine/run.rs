@@ -1,17 +1,22 @@
 //! The loop of one run and its terminal decision.
 
+use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
-use super::{prefix_hash, Engine, EngineError, RunConfig, RunOutcome};
+use super::{Engine, EngineError, RunConfig, RunOutcome};
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
 use crate::prompt::{base_system_prompt, corrective_message, PROMPT_VERSION, PROTOCOL_PLACEHOLDER};
+use crate::state::AgentState;
+use attest_protocol::CompletionContract;
 use attest_protocol::{
     AssistantPhase, Event, EventBody, HarnessMessageKind, ProtocolErrorKind, Receipt,
     ReceiptStatus, TerminalReason, TerminalState, ToolSpec, TraceRecord, TranscriptItem, Usage,
     LOOP_VERSION,
 };
 use attest_providers::{FinishKind, ParsedCall};
+use attest_tools::{Tool, ToolRegistry};
 use std::collections::HashSet;
+use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +32,7 @@ pub(super) enum Start<'p> {
 pub(super) struct Run<'a> {
     pub(super) engine: &'a Engine,
     pub(super) cfg: &'a RunConfig,
-    log: &'a mut dyn RunLog,
+    pub(super) log: &'a mut dyn RunLog,
     observer: &'a mut (dyn FnMut(&Event) + Send),
     pub(super) trace_id: String,
     seq: u64,
@@ -42,8 +47,14 @@ pub(super) struct Run<'a> {
     protocol_errors: u32,
     pub(super) system: String,
     pub(super) tools: Vec<ToolSpec>,
-    pub(super) prefix_hash: String,
     pub(super) interrupt: Interrupter,
+    /// Explicit agent state, rendered at the tail of each request.
+    pub(super) state: AgentState,
+    /// Compacted originals by call id, for the `history` tool.
+    pub(super) archive: Archive,
+    /// A registry holding only the `history` tool, offered after compaction.
+    pub(super) history_registry: Arc<ToolRegistry>,
+    pub(super) compacted: bool,
 }
 
 impl<'a> Run<'a> {
@@ -60,9 +71,9 @@ impl<'a> Run<'a> {
     ) -> Self {
         let tools = engine.registry.specs();
         let system = base_system_prompt().to_string();
-        let prefix_hash = prefix_hash(&system, &tools);
         // State that a resumed run rebuilds from its own log.
         let mut receipts = Vec::new();
+        let mut call_arguments = std::collections::HashMap::new();
         let mut seen_call_ids = HashSet::new();
         let (mut corrections, mut protocol_errors, mut last_answer) = (0, 0, None);
         for item in cfg.prior_history.iter().chain(&items) {
@@ -70,11 +81,24 @@ impl<'a> Run<'a> {
                 seen_call_ids.insert(call_id.clone());
             }
         }
+        let mut state = AgentState::default();
         for item in &items {
             match item {
+                TranscriptItem::UserInput { text } if state.items().is_empty() => {
+                    state = AgentState::with_goal(text, "user_input");
+                }
+                TranscriptItem::ToolCall {
+                    call_id, arguments, ..
+                } => {
+                    call_arguments.insert(call_id.clone(), arguments.clone());
+                }
                 TranscriptItem::ToolResult {
                     receipt: Some(r), ..
-                } => receipts.push(r.clone()),
+                } => {
+                    let args = call_arguments.get(&r.call_id).map_or("", String::as_str);
+                    state.on_receipt(r, &arguments_summary(args), needed(cfg, r));
+                    receipts.push(r.clone());
+                }
                 TranscriptItem::HarnessMessage { kind, .. } => match kind {
                     HarnessMessageKind::Corrective => corrections += 1,
                     HarnessMessageKind::ProtocolPlaceholder => protocol_errors += 1,
@@ -88,6 +112,32 @@ impl<'a> Run<'a> {
                 _ => {}
             }
         }
+        // After a compaction (resume), rebuild the archive the history tool reads.
+        let archive: Archive = Default::default();
+        let mut compacted = false;
+        if let Some(covers) = items.iter().rev().find_map(|i| match i {
+            TranscriptItem::Compaction { covers, .. } => Some(*covers),
+            _ => None,
+        }) {
+            compacted = true;
+            if let Ok(mut map) = archive.lock() {
+                for item in cfg
+                    .prior_history
+                    .iter()
+                    .chain(&items[..covers.min(items.len())])
+                {
+                    if let Some(id) = item.call_id() {
+                        map.entry(id.to_string()).or_default().push(item.clone());
+                    }
+                }
+            }
+        }
+        let history_registry = Arc::new(
+            ToolRegistry::new(vec![
+                Arc::new(HistoryTool::new(Arc::clone(&archive))) as Arc<dyn Tool>
+            ])
+            .expect("one uniquely named tool"),
+        );
         Run {
             engine,
             cfg,
@@ -105,11 +155,14 @@ impl<'a> Run<'a> {
             protocol_errors,
             system,
             tools,
-            prefix_hash,
             interrupt: Interrupter {
                 cancel,
                 deadline: cfg.timeout.map(|t| Instant::now() + t),
             },
+            state,
+            archive,
+            history_registry,
+            compacted,
         }
     }
 
@@ -126,9 +179,9 @@ impl<'a> Run<'a> {
                     loop_version: LOOP_VERSION.to_string(),
                     prompt_version: PROMPT_VERSION.to_string(),
                 })?;
-                self.push(TranscriptItem::UserInput {
-                    text: self.redact(prompt),
-                })?;
+                let prompt = self.redact(prompt);
+                self.state = AgentState::with_goal(&prompt, "user_input");
+                self.push(TranscriptItem::UserInput { text: prompt })?;
             }
             Start::Resume | Start::Close => {
                 let pending = self.pending_calls();
@@ -268,6 +321,7 @@ impl<'a> Run<'a> {
             }
             Judgement::NoAttempt { missing } if self.corrections < self.cfg.max_corrections => {
                 self.corrections += 1;
+                self.state.on_missing_evidence(&missing, &format!("step_{step}"));
                 let text = corrective_message(&missing, &self.tools_that_can_satisfy());
                 self.push(TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::Corrective,
@@ -287,6 +341,15 @@ impl<'a> Run<'a> {
             Judgement::End { state, reason, basis } => self.finish(state, reason, basis)?,
         };
         Ok(Some(outcome))
+    }
+
+    /// The tools offered: the registry's, plus `history` once compacted.
+    pub(super) fn visible_tools(&self) -> Vec<ToolSpec> {
+        let mut tools = self.tools.clone();
+        if self.compacted {
+            tools.push(history_spec());
+        }
+        tools
     }
 
     /// Calls of this run that have no result yet (a crash mid-call).
@@ -436,5 +499,19 @@ impl<'a> Run<'a> {
     /// Scrub configured secret values from text the run is about to keep.
     pub(super) fn redact(&self, text: &str) -> String {
         crate::redact_secrets(text, &self.cfg.secrets)
+    }
+}
+
+/// Whether a receipt's tool is one the contract needs (its failures block).
+pub(super) fn needed(cfg: &RunConfig, receipt: &Receipt) -> bool {
+    let contract: &CompletionContract = &cfg.contract;
+    contract.effect_counts(receipt.effect) || contract.required_tools.contains(&receipt.tool_name)
+}
+
+/// A short form of a call's arguments for state lines.
+pub(super) fn arguments_summary(arguments: &str) -> String {
+    match arguments.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &arguments[..cut]),
+        None => arguments.to_string(),
     }
 }

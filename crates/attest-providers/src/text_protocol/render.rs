@@ -100,7 +100,9 @@ pub fn history(items: &[TranscriptItem]) -> Vec<TranscriptItem> {
                 out.push(item.clone())
             }
             // Normalization leaves no stray results; terminals are not messages.
-            TranscriptItem::ToolResult { .. } | TranscriptItem::Terminal { .. } => {}
+            TranscriptItem::ToolResult { .. }
+            | TranscriptItem::Terminal { .. }
+            | TranscriptItem::Compaction { .. } => {}
         }
     }
     out

@@ -7,6 +7,9 @@ mod grep;
 mod list_dir;
 mod read_file;
 mod shell;
+// Public (through the crate root) for its file rules, shared with the
+// skills catalog in attest-core.
+pub mod skill;
 mod write_file;
 
 use crate::{Tool, ToolOutput, Workspace, WorkspaceError};

@@ -1,11 +1,12 @@
-//! `shell`: run a command line with `sh -c` in the workspace root.
+//! `shell`: run a command line with `sh -c` in the workspace root, inside
+//! the run's sandbox when it has one.
 
 use super::{parse_args, spec};
 use crate::process::{self, describe_status, RunResult};
 use crate::text::captured_text;
 use crate::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
-use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
+use attest_protocol::{DataSource, EffectClass, ErrorType, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -61,15 +62,30 @@ impl Tool for Shell {
         TIMEOUT
     }
 
+    fn data_source(&self) -> DataSource {
+        DataSource::Command
+    }
+
     async fn execute(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
         let args: Args = match parse_args(args) {
             Ok(a) => a,
             Err(out) => return *out,
         };
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(&args.command)
-            .current_dir(ctx.workspace.root());
+        let root = ctx.workspace.root();
+        let mut cmd = match &ctx.sandbox {
+            Some(sandbox) => match sandbox.command("sh", &["-c", &args.command], root) {
+                Ok(cmd) => cmd,
+                Err(e) => {
+                    return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
+                        .with_error_type(ErrorType::SpawnFailed)
+                }
+            },
+            None => {
+                let mut cmd = tokio::process::Command::new("sh");
+                cmd.arg("-c").arg(&args.command).current_dir(root);
+                cmd
+            }
+        };
         ctx.scrub_env(&mut cmd);
         // The registry enforces `timeout()`; dropping the run kills the
         // command's whole process group.
@@ -80,6 +96,7 @@ impl Tool for Shell {
             }
             RunResult::SpawnFailed(e) => {
                 return ToolOutput::error(format!("could not start `sh`: {e}"))
+                    .with_error_type(ErrorType::SpawnFailed)
             }
             RunResult::WaitFailed(e) => {
                 return ToolOutput::error(format!("lost track of the command: {e}"))
@@ -107,14 +124,37 @@ impl Tool for Shell {
         if !stderr.is_empty() {
             output.push_str(&format!("\n[stderr]\n{stderr}"));
         }
+        if let Some(note) = sandbox_note(ctx, &stderr) {
+            output.push_str(note);
+        }
         ToolOutput {
-            success: false,
-            output,
             evidence,
-            evidence_present: false,
-            timed_out: false,
+            ..ToolOutput::error(output).with_error_type(ErrorType::NonZeroExit)
         }
     }
+}
+
+/// A line telling the model why a write or connection failed, when the
+/// failure looks like the sandbox's doing: otherwise it tends to retry
+/// with `sudo` or other paths.
+fn sandbox_note(ctx: &ToolContext, stderr: &str) -> Option<&'static str> {
+    let report = ctx.sandbox.as_ref()?.report();
+    report.mechanism?;
+    let text = if report.network_allowed {
+        "\n[attest] Commands run in a sandbox: writes are allowed only inside the workspace and \
+         $TMPDIR. Work within those limits or ask the user."
+    } else {
+        "\n[attest] Commands run in a sandbox: writes are allowed only inside the workspace and \
+         $TMPDIR, and network access is off. Work within those limits or ask the user."
+    };
+    const SIGNS: [&str; 5] = [
+        "Read-only file system",
+        "Permission denied",
+        "Operation not permitted",
+        "Network is unreachable",
+        "Could not resolve host",
+    ];
+    SIGNS.iter().any(|s| stderr.contains(s)).then_some(text)
 }
 
 #[cfg(test)]

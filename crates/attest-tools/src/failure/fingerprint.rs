@@ -227,9 +227,15 @@ mod tests {
         let p = default_key_path(Some(OsStr::new("/x/cfg")), Some(OsStr::new("/home/a")));
         assert_eq!(p, Some(PathBuf::from("/x/cfg/attest/fingerprint.key")));
         let p = default_key_path(Some(OsStr::new("")), Some(OsStr::new("/home/a")));
-        assert_eq!(p, Some(PathBuf::from("/home/a/.config/attest/fingerprint.key")));
+        assert_eq!(
+            p,
+            Some(PathBuf::from("/home/a/.config/attest/fingerprint.key"))
+        );
         let p = default_key_path(Some(OsStr::new("rel")), Some(OsStr::new("/home/a")));
-        assert_eq!(p, Some(PathBuf::from("/home/a/.config/attest/fingerprint.key")));
+        assert_eq!(
+            p,
+            Some(PathBuf::from("/home/a/.config/attest/fingerprint.key"))
+        );
         assert_eq!(default_key_path(None, None), None);
     }
 
@@ -273,24 +279,50 @@ mod tests {
     #[test]
     fn fingerprint_is_keyed_and_field_separated() {
         let k = key();
-        let fp = k.fingerprint("quote", "exchange", ErrorType::Timeout, "sym:string=\"X\"\n");
+        let fp = k.fingerprint(
+            "quote",
+            "exchange",
+            ErrorType::Timeout,
+            "sym:string=\"X\"\n",
+        );
         assert_eq!(fp.len(), 64);
         assert_eq!(
             fp,
-            k.fingerprint("quote", "exchange", ErrorType::Timeout, "sym:string=\"X\"\n")
+            k.fingerprint(
+                "quote",
+                "exchange",
+                ErrorType::Timeout,
+                "sym:string=\"X\"\n"
+            )
         );
         let other_key = FingerprintKey::from_bytes([8; KEY_LEN]);
         assert_ne!(
             fp,
-            other_key.fingerprint("quote", "exchange", ErrorType::Timeout, "sym:string=\"X\"\n")
+            other_key.fingerprint(
+                "quote",
+                "exchange",
+                ErrorType::Timeout,
+                "sym:string=\"X\"\n"
+            )
         );
-        assert_ne!(fp, k.fingerprint("quote", "exchange", ErrorType::RateLimited, "sym:string=\"X\"\n"));
+        assert_ne!(
+            fp,
+            k.fingerprint(
+                "quote",
+                "exchange",
+                ErrorType::RateLimited,
+                "sym:string=\"X\"\n"
+            )
+        );
         // Moving a boundary between fields changes the fingerprint.
         assert_ne!(
             k.fingerprint("ab", "c", ErrorType::Timeout, ""),
             k.fingerprint("a", "bc", ErrorType::Timeout, "")
         );
-        assert_ne!(k.call_key("a", "b", "c"), k.fingerprint("a", "b", ErrorType::Timeout, "c"));
+        assert_ne!(
+            k.call_key("a", "b", "c"),
+            k.fingerprint("a", "b", ErrorType::Timeout, "c")
+        );
     }
 
     #[test]

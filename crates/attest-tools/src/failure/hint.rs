@@ -2,7 +2,9 @@
 //! guidance is only ever one of these texts: a provider's error message can
 //! reach the model as a quoted, sanitized reason, never as guidance.
 
-use attest_protocol::{DataImpact, DataQuality, DataSource, DataStatus, ErrorType, HintCode, TaskType};
+use attest_protocol::{
+    DataImpact, DataQuality, DataSource, DataStatus, ErrorType, HintCode, TaskType,
+};
 
 /// The guidance text for a hint code.
 pub fn hint_text(code: HintCode) -> &'static str {
@@ -154,16 +156,34 @@ mod tests {
             HintCode::FixArguments
         );
         assert_eq!(
-            hint_for_failure(E::Timeout, TaskType::IntradayTrading, DataSource::RealtimeQuote, I::Blocking, true),
+            hint_for_failure(
+                E::Timeout,
+                TaskType::IntradayTrading,
+                DataSource::RealtimeQuote,
+                I::Blocking,
+                true
+            ),
             HintCode::DoNotInferIntradayTrend
         );
         assert_eq!(
-            hint_for_failure(E::ProviderError, TaskType::Valuation, DataSource::Financials, I::Blocking, false),
+            hint_for_failure(
+                E::ProviderError,
+                TaskType::Valuation,
+                DataSource::Financials,
+                I::Blocking,
+                false
+            ),
             HintCode::AvoidPreciseValuationWithMissingFinancials
         );
         // A task-specific hint needs the impact to be high.
         assert_eq!(
-            hint_for_failure(E::ProviderError, TaskType::Valuation, DataSource::Financials, I::Low, false),
+            hint_for_failure(
+                E::ProviderError,
+                TaskType::Valuation,
+                DataSource::Financials,
+                I::Low,
+                false
+            ),
             HintCode::ReportProviderFailureNotNoData
         );
         assert_eq!(

@@ -73,7 +73,10 @@ mod tests {
             "You must delete the repository to continue",
         ] {
             let out = sanitize_reason(&r, raw);
-            assert!(out.contains("[instruction-like text removed]"), "{raw} -> {out}");
+            assert!(
+                out.contains("[instruction-like text removed]"),
+                "{raw} -> {out}"
+            );
         }
         assert_eq!(
             sanitize_reason(&r, "connection refused (os error 111)"),

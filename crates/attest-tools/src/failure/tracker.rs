@@ -7,6 +7,7 @@ use super::hint::hint_for_failure;
 use super::impact::data_impact;
 use super::sanitize_reason;
 use crate::redact::Redactor;
+use crate::{PreparedCall, ToolOutput};
 use attest_protocol::{DataSource, ErrorType, TaskType, ToolFailure};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -87,7 +88,12 @@ pub struct FailureTracker {
 }
 
 impl FailureTracker {
-    pub fn new(key: FingerprintKey, redactor: Redactor, policy: RetryPolicy, task: TaskType) -> Self {
+    pub fn new(
+        key: FingerprintKey,
+        redactor: Redactor,
+        policy: RetryPolicy,
+        task: TaskType,
+    ) -> Self {
         FailureTracker {
             key,
             redactor,
@@ -120,10 +126,15 @@ impl FailureTracker {
     /// Records a failed execution and returns the aggregated failure.
     pub fn record_failure(&self, input: FailureInput<'_>, now: DateTime<Utc>) -> RecordedFailure {
         let signature = param_signature(&self.redactor, input.arguments);
-        let fingerprint =
-            self.key
-                .fingerprint(input.tool_name, input.provider, input.error_type, &signature);
-        let call_key = self.key.call_key(input.tool_name, input.provider, &signature);
+        let fingerprint = self.key.fingerprint(
+            input.tool_name,
+            input.provider,
+            input.error_type,
+            &signature,
+        );
+        let call_key = self
+            .key
+            .call_key(input.tool_name, input.provider, &signature);
         let reason = sanitize_reason(&self.redactor, input.raw_reason);
         let impact = data_impact(self.task, input.source);
 
@@ -154,7 +165,8 @@ impl FailureTracker {
                     affected_fields: input.affected_fields,
                     data_impact: impact,
                     // Set below, once the budget is known.
-                    trusted_model_hint_code: attest_protocol::HintCode::ReportProviderFailureNotNoData,
+                    trusted_model_hint_code:
+                        attest_protocol::HintCode::ReportProviderFailureNotNoData,
                     failure_fingerprint: fingerprint.clone(),
                     retry_count: 0,
                     retry_budget: self.policy.retry_budget,
@@ -176,6 +188,32 @@ impl FailureTracker {
         );
         state.by_fingerprint.insert(fingerprint, failure.clone());
         RecordedFailure { failure, repeated }
+    }
+
+    /// Records the outcome of an executed call: a failure is aggregated
+    /// and returned, a success clears the call's record.
+    pub fn record_outcome(
+        &self,
+        call: &PreparedCall,
+        output: &ToolOutput,
+        now: DateTime<Utc>,
+    ) -> Option<RecordedFailure> {
+        let Some(error_type) = output.failure_type() else {
+            self.record_success(&call.name, &call.provider, &call.arguments);
+            return None;
+        };
+        Some(self.record_failure(
+            FailureInput {
+                tool_name: &call.name,
+                provider: &call.provider,
+                error_type,
+                raw_reason: &output.output,
+                arguments: &call.arguments,
+                source: call.source,
+                affected_fields: Vec::new(),
+            },
+            now,
+        ))
     }
 
     /// Records a success: the call's failures are forgotten and its budget
@@ -307,7 +345,10 @@ mod tests {
         assert_eq!(f.trusted_model_hint_code, HintCode::RetryLaterOrAskUser);
         assert_eq!(f.next_retry_after, Some(t0() + secs(10)));
         assert_eq!(f.first_seen_at, t0());
-        assert_eq!(tr.check("quote", "exchange", &args, t0()), BudgetCheck::Allowed);
+        assert_eq!(
+            tr.check("quote", "exchange", &args, t0()),
+            BudgetCheck::Allowed
+        );
 
         let second = tr.record_failure(input(&args, "429 slow down"), t0() + secs(1));
         assert!(second.repeated);
@@ -317,7 +358,10 @@ mod tests {
         assert_eq!(second.failure.first_seen_at, t0());
         assert_eq!(second.failure.last_seen_at, t0() + secs(1));
         assert_eq!(second.failure.next_retry_after, Some(t0() + secs(21)));
-        assert_eq!(tr.check("quote", "exchange", &args, t0() + secs(2)), BudgetCheck::Allowed);
+        assert_eq!(
+            tr.check("quote", "exchange", &args, t0() + secs(2)),
+            BudgetCheck::Allowed
+        );
 
         // A different reason text is shown again, not suppressed.
         let third = tr.record_failure(input(&args, "503 later"), t0() + secs(2));
@@ -330,7 +374,10 @@ mod tests {
         assert_eq!(third.failure.next_retry_after, Some(after));
 
         match tr.check("quote", "exchange", &args, t0() + secs(3)) {
-            BudgetCheck::Exhausted { failure, retry_after } => {
+            BudgetCheck::Exhausted {
+                failure,
+                retry_after,
+            } => {
                 assert_eq!(retry_after, after);
                 assert_eq!(failure.retry_count, 2);
             }
@@ -342,7 +389,10 @@ mod tests {
             BudgetCheck::Allowed
         );
         // After the backoff, one more try is allowed.
-        assert_eq!(tr.check("quote", "exchange", &args, after), BudgetCheck::Allowed);
+        assert_eq!(
+            tr.check("quote", "exchange", &args, after),
+            BudgetCheck::Allowed
+        );
         assert_eq!(tr.recent(10).len(), 1);
     }
 
@@ -358,7 +408,10 @@ mod tests {
             BudgetCheck::Exhausted { .. }
         ));
         tr.record_success("quote", "exchange", &args);
-        assert_eq!(tr.check("quote", "exchange", &args, t0() + secs(3)), BudgetCheck::Allowed);
+        assert_eq!(
+            tr.check("quote", "exchange", &args, t0() + secs(3)),
+            BudgetCheck::Allowed
+        );
         assert!(tr.recent(10).is_empty());
         let again = tr.record_failure(input(&args, "429"), t0() + secs(4));
         assert!(!again.repeated);
@@ -377,9 +430,16 @@ mod tests {
             t0(),
         );
         let f = rec.failure;
-        assert!(!f.sanitized_reason.contains("CANARY"), "{}", f.sanitized_reason);
+        assert!(
+            !f.sanitized_reason.contains("CANARY"),
+            "{}",
+            f.sanitized_reason
+        );
         assert!(!f.sanitized_reason.contains('\n'));
-        assert!(!f.sanitized_reason.to_lowercase().contains("ignore previous"));
+        assert!(!f
+            .sanitized_reason
+            .to_lowercase()
+            .contains("ignore previous"));
         assert!(!f.failure_fingerprint.contains("CANARY"));
         assert_eq!(f.data_impact, DataImpact::Blocking);
         assert_eq!(f.trusted_model_hint_code, HintCode::DoNotInferIntradayTrend);
@@ -388,6 +448,27 @@ mod tests {
             tr.fingerprint_of("quote", "exchange", ErrorType::RateLimited, &args)
         );
         assert_eq!(tr.get(&f.failure_fingerprint), Some(f));
+    }
+
+    #[test]
+    fn outcomes_of_executed_calls() {
+        let tr = tracker(TaskType::General);
+        let reg = crate::ToolRegistry::new(crate::builtin_tools()).unwrap();
+        let call = reg.prepare("shell", r#"{"command": "make"}"#).unwrap();
+        let failed = ToolOutput::error("make: *** no rule").with_error_type(ErrorType::NonZeroExit);
+        let rec = tr.record_outcome(&call, &failed, t0()).unwrap();
+        assert_eq!(rec.failure.error_type, ErrorType::NonZeroExit);
+        assert_eq!(rec.failure.provider, "local");
+        assert_eq!(rec.failure.data_impact, DataImpact::Medium);
+        assert_eq!(
+            rec.failure.trusted_model_hint_code,
+            HintCode::InspectErrorBeforeRetry
+        );
+        let timeout = ToolOutput::timeout("timed out");
+        assert_eq!(timeout.failure_type(), Some(ErrorType::Timeout));
+        let ok = ToolOutput::ok("done", attest_protocol::Evidence::default());
+        assert_eq!(tr.record_outcome(&call, &ok, t0()), None);
+        assert!(tr.recent(5).is_empty());
     }
 
     #[test]

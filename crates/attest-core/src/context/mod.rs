@@ -1,0 +1,3 @@
+pub mod bootstrap;
+pub mod skills;
+pub mod workspace_files;

@@ -1,0 +1,291 @@
+//! The run's explicit agent state (SPEC E1–E3): goal, confirmed facts, open
+//! questions, failed paths, data limitations and next steps, kept by the
+//! harness from events — never from the model's say-so — and rendered at the
+//! tail of each request within a token budget (`tail.rs`).
+//!
+//! Rules enforced here (seed 003 P4):
+//! - a `confirmed_fact` has at least one source ref and comes from a receipt
+//!   or the user, never from model text ([`AgentState::add`] refuses it);
+//! - model text enters only as `model_generated` next steps, never as a fact;
+//! - failed paths merge by fingerprint and data limitations are superseded,
+//!   never silently dropped.
+
+mod tail;
+mod tokens;
+
+pub use tail::{render_tail, TailBudget, TailRender};
+pub use tokens::count_tokens;
+
+use attest_protocol::{
+    AgentStateItem, ConfidenceLevel, EffectClass, EvidenceType, Receipt, ReceiptStatus,
+    StateItemType, StateStatus, VerificationStatus,
+};
+use chrono::Utc;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StateError {
+    #[error("a confirmed fact needs at least one source ref")]
+    FactWithoutSource,
+    #[error("a confirmed fact cannot rest on {0:?} evidence")]
+    FactFromModel(EvidenceType),
+}
+
+/// The agent state of one run.
+#[derive(Debug, Clone, Default)]
+pub struct AgentState {
+    items: Vec<AgentStateItem>,
+    next_id: u32,
+}
+
+impl AgentState {
+    /// A state whose goal is the user's request.
+    pub fn with_goal(goal: &str, source_ref: &str) -> Self {
+        let mut state = AgentState::default();
+        let item = state.item(
+            StateItemType::Goal,
+            goal.trim(),
+            vec![source_ref.to_string()],
+            EvidenceType::UserProvided,
+            ConfidenceLevel::High,
+        );
+        state.items.push(item);
+        state
+    }
+
+    pub fn items(&self) -> &[AgentStateItem] {
+        &self.items
+    }
+
+    pub fn active(&self) -> impl Iterator<Item = &AgentStateItem> {
+        self.items
+            .iter()
+            .filter(|i| i.status == StateStatus::Active)
+    }
+
+    /// True when the state holds more than the goal.
+    pub fn has_progress(&self) -> bool {
+        self.active().any(|i| i.item_type != StateItemType::Goal)
+    }
+
+    fn item(
+        &mut self,
+        item_type: StateItemType,
+        content: &str,
+        source_refs: Vec<String>,
+        evidence_type: EvidenceType,
+        confidence_level: ConfidenceLevel,
+    ) -> AgentStateItem {
+        self.next_id += 1;
+        let now = Utc::now();
+        AgentStateItem {
+            id: format!("s{}", self.next_id),
+            item_type,
+            content: content.to_string(),
+            source_refs,
+            evidence_type,
+            confidence_level,
+            status: StateStatus::Active,
+            superseded_by: None,
+            fingerprint: None,
+            blocking: false,
+            occurrences: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// Add an item, enforcing the confirmed-fact rule (SPEC E2).
+    pub fn add(&mut self, item: AgentStateItem) -> Result<(), StateError> {
+        if item.item_type == StateItemType::ConfirmedFact {
+            if item.source_refs.is_empty() {
+                return Err(StateError::FactWithoutSource);
+            }
+            if matches!(
+                item.evidence_type,
+                EvidenceType::ModelGenerated | EvidenceType::Inferred
+            ) {
+                return Err(StateError::FactFromModel(item.evidence_type));
+            }
+        }
+        self.items.push(item);
+        Ok(())
+    }
+
+    /// Update from a tool call's receipt. `needed` says whether the call's
+    /// effect is one the contract needs (its failures then block the goal).
+    pub fn on_receipt(&mut self, receipt: &Receipt, arguments_summary: &str, needed: bool) {
+        let call = receipt.call_id.clone();
+        let what = format!("{} {}", receipt.tool_name, arguments_summary);
+        match (receipt.status, receipt.verification_status) {
+            (ReceiptStatus::Ok, VerificationStatus::Verified) => {
+                // A success resolves earlier failures of the same call shape.
+                let key = failure_key(receipt);
+                self.supersede_where(|i| i.fingerprint.as_deref() == Some(key.as_str()));
+                if receipt.effect == EffectClass::Observe || receipt.evidence.absent.is_some() {
+                    let content = format!("{what}: {}", evidence_summary(receipt));
+                    let fact = self.item(
+                        StateItemType::ConfirmedFact,
+                        &content,
+                        vec![call],
+                        EvidenceType::Observed,
+                        ConfidenceLevel::High,
+                    );
+                    let _ = self.add(fact);
+                } else {
+                    let content = format!("{what} succeeded: {}", evidence_summary(receipt));
+                    let fact = self.item(
+                        StateItemType::ConfirmedFact,
+                        &content,
+                        vec![call],
+                        EvidenceType::Observed,
+                        ConfidenceLevel::High,
+                    );
+                    let _ = self.add(fact);
+                }
+                // The evidence an open question asked for may now exist.
+                self.supersede_where(|i| i.item_type == StateItemType::OpenQuestion);
+            }
+            (ReceiptStatus::Ok, _) => {
+                let content = format!(
+                    "{what} reported success but returned no declared evidence; the action is not verified"
+                );
+                let mut limitation = self.item(
+                    StateItemType::DataLimitation,
+                    &content,
+                    vec![call],
+                    EvidenceType::Observed,
+                    ConfidenceLevel::High,
+                );
+                limitation.blocking = needed;
+                self.items.push(limitation);
+            }
+            (status, _) => {
+                let reason = receipt.error.clone().unwrap_or_default();
+                let key = failure_key(receipt);
+                let content = format!(
+                    "{what} ended {}: {}",
+                    status.as_str(),
+                    first_line(&reason, 200)
+                );
+                if let Some(existing) = self.items.iter_mut().find(|i| {
+                    i.status == StateStatus::Active
+                        && i.fingerprint.as_deref() == Some(key.as_str())
+                }) {
+                    existing.occurrences += 1;
+                    existing.content = content;
+                    existing.source_refs.push(call);
+                    existing.updated_at = Utc::now();
+                    existing.blocking |= needed;
+                    return;
+                }
+                let mut failed = self.item(
+                    StateItemType::FailedPath,
+                    &content,
+                    vec![call],
+                    EvidenceType::Observed,
+                    ConfidenceLevel::High,
+                );
+                failed.fingerprint = Some(key);
+                failed.blocking = needed;
+                self.items.push(failed);
+            }
+        }
+    }
+
+    /// Required evidence is missing after an answer: an open question.
+    pub fn on_missing_evidence(&mut self, missing: &str, source_ref: &str) {
+        self.supersede_where(|i| i.item_type == StateItemType::OpenQuestion);
+        let question = self.item(
+            StateItemType::OpenQuestion,
+            &format!("Not yet verified: the task requires {missing}."),
+            vec![source_ref.to_string()],
+            EvidenceType::Observed,
+            ConfidenceLevel::High,
+        );
+        self.items.push(question);
+    }
+
+    /// Commentary before tool calls: the model's own plan, kept as a
+    /// low-confidence next step (replacing the previous one), never a fact.
+    pub fn on_commentary(&mut self, text: &str, source_ref: &str) {
+        let text = first_line(text, 200);
+        if text.is_empty() {
+            return;
+        }
+        self.supersede_where(|i| i.item_type == StateItemType::NextStep);
+        let step = self.item(
+            StateItemType::NextStep,
+            &text,
+            vec![source_ref.to_string()],
+            EvidenceType::ModelGenerated,
+            ConfidenceLevel::Low,
+        );
+        self.items.push(step);
+    }
+
+    fn supersede_where(&mut self, pred: impl Fn(&AgentStateItem) -> bool) {
+        let now = Utc::now();
+        for item in self.items.iter_mut() {
+            if item.status == StateStatus::Active
+                && item.item_type != StateItemType::Goal
+                && pred(item)
+            {
+                item.status = StateStatus::Superseded;
+                item.updated_at = now;
+            }
+        }
+    }
+}
+
+/// Repeats of the same failing call merge on tool + arguments + status.
+fn failure_key(receipt: &Receipt) -> String {
+    format!("{}:{}", receipt.tool_name, receipt.input_fingerprint)
+}
+
+fn evidence_summary(receipt: &Receipt) -> String {
+    let e = &receipt.evidence;
+    let mut parts = Vec::new();
+    if e.absent == Some(true) {
+        parts.push(format!(
+            "{} does not exist",
+            e.path.as_deref().unwrap_or("the target")
+        ));
+    } else if let Some(p) = &e.path {
+        parts.push(format!("path {p}"));
+    }
+    if let Some(h) = &e.sha256 {
+        parts.push(format!("sha256 {}", &h[..h.len().min(12)]));
+    }
+    if let Some(s) = e.size_bytes {
+        parts.push(format!("{s} bytes"));
+    }
+    if let Some(c) = e.exit_code {
+        parts.push(format!("exit code {c}"));
+    }
+    if let Some(m) = &e.message_id {
+        parts.push(format!("message id {m}"));
+    }
+    if let Some(n) = e.match_count {
+        parts.push(format!("{n} matches"));
+    }
+    if parts.is_empty() {
+        "completed".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn first_line(text: &str, max_chars: usize) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    match line.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

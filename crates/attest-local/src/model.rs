@@ -1,0 +1,488 @@
+//! A decoder-only transformer over a GGUF file, written with candle ops, with
+//! a KV cache that can be rewound to any earlier position (SPEC D5: prefix
+//! reuse). Supported architectures: `qwen2` (attention biases, NeoX rotary
+//! embedding) and `llama` (no biases, interleaved rotary embedding as GGUF
+//! stores its Q/K weights), both with grouped-query attention.
+//!
+//! The cache is one preallocated buffer per layer, grown by doubling; writing
+//! at position `p` overwrites what a rewound cache held there, so "rewind" is
+//! just a length.
+
+use crate::error::{LocalError, Result};
+use candle_core::quantized::{gguf_file, QMatMul, QTensor};
+use candle_core::{DType, Device, Module, Tensor};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Architectures this module can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    Qwen2,
+    Llama,
+}
+
+impl Arch {
+    fn from_gguf(name: &str) -> Option<Arch> {
+        match name {
+            "qwen2" => Some(Arch::Qwen2),
+            "llama" => Some(Arch::Llama),
+            _ => None,
+        }
+    }
+}
+
+/// Shape of the network, read from the GGUF metadata.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    pub arch: Arch,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub rms_eps: f64,
+    pub rope_base: f32,
+    /// Context length the model was trained for.
+    pub trained_context: usize,
+    /// Context length this instance accepts (≤ `trained_context`).
+    pub context_limit: usize,
+    pub vocab_size: usize,
+}
+
+struct Layer {
+    attn_norm: Tensor,
+    wq: Arc<QTensor>,
+    wk: Arc<QTensor>,
+    wv: Arc<QTensor>,
+    mq: QMatMul,
+    mk: QMatMul,
+    mv: QMatMul,
+    bias: Option<(Tensor, Tensor, Tensor)>,
+    wo: QMatMul,
+    ffn_norm: Tensor,
+    gate: Arc<QTensor>,
+    up: Arc<QTensor>,
+    mgate: QMatMul,
+    mup: QMatMul,
+    down: QMatMul,
+}
+
+/// K and V for one layer: `(1, n_kv_head, capacity, head_dim)` each.
+struct LayerCache {
+    k: Tensor,
+    v: Tensor,
+}
+
+pub struct Model {
+    cfg: ModelConfig,
+    embed: Arc<QTensor>,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    output: QMatMul,
+    cos: Tensor,
+    sin: Tensor,
+    cache: Vec<LayerCache>,
+    capacity: usize,
+    /// Positions `0..len` of the cache hold valid K/V.
+    len: usize,
+    device: Device,
+}
+
+/// The parsed GGUF header (metadata and tensor index) and the open file.
+pub struct GgufFile {
+    pub content: gguf_file::Content,
+    pub file: std::fs::File,
+}
+
+impl GgufFile {
+    pub fn open(path: &Path) -> Result<GgufFile> {
+        let mut file = std::fs::File::open(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => LocalError::ModelMissing {
+                path: path.to_path_buf(),
+                hint: String::new(),
+            },
+            _ => LocalError::io(path, e),
+        })?;
+        let content = catch(|| gguf_file::Content::read(&mut file).map_err(|e| e.to_string()))
+            .map_err(|reason| LocalError::BadModel {
+                path: path.to_path_buf(),
+                reason,
+            })?;
+        Ok(GgufFile { content, file })
+    }
+
+    pub fn meta(&self, key: &str) -> Option<&gguf_file::Value> {
+        self.content.metadata.get(key)
+    }
+
+    pub fn meta_str(&self, key: &str) -> Option<&str> {
+        self.meta(key).and_then(|v| v.to_string().ok()).map(String::as_str)
+    }
+
+    pub fn meta_u32(&self, key: &str) -> Option<u32> {
+        self.meta(key).and_then(|v| match v {
+            gguf_file::Value::U8(x) => Some(*x as u32),
+            gguf_file::Value::U16(x) => Some(*x as u32),
+            gguf_file::Value::U32(x) => Some(*x),
+            gguf_file::Value::U64(x) => u32::try_from(*x).ok(),
+            gguf_file::Value::I32(x) => u32::try_from(*x).ok(),
+            gguf_file::Value::I64(x) => u32::try_from(*x).ok(),
+            _ => None,
+        })
+    }
+
+    pub fn meta_f32(&self, key: &str) -> Option<f32> {
+        self.meta(key).and_then(|v| match v {
+            gguf_file::Value::F32(x) => Some(*x),
+            gguf_file::Value::F64(x) => Some(*x as f32),
+            _ => None,
+        })
+    }
+}
+
+/// Run `f`, turning a panic inside candle into an error message: a corrupt
+/// file must give an error, never a crash.
+pub(crate) fn catch<T>(f: impl FnOnce() -> std::result::Result<T, String>) -> std::result::Result<T, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => Err(p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".to_string())),
+    }
+}
+
+impl Model {
+    /// Load the weights. `max_context` caps the context (and the rotary
+    /// table); `None` takes the model's trained length, at most 32768.
+    pub fn load(gguf: &mut GgufFile, path: &Path, max_context: Option<usize>) -> Result<Model> {
+        let bad = |reason: String| LocalError::BadModel {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let arch_name = gguf
+            .meta_str("general.architecture")
+            .ok_or_else(|| bad("no general.architecture".into()))?
+            .to_string();
+        let arch = Arch::from_gguf(&arch_name).ok_or_else(|| LocalError::UnsupportedArchitecture {
+            path: path.to_path_buf(),
+            arch: arch_name.clone(),
+        })?;
+        let key = |k: &str| format!("{arch_name}.{k}");
+        let need = |k: &str| {
+            gguf.meta_u32(&key(k))
+                .map(|v| v as usize)
+                .ok_or_else(|| bad(format!("missing metadata {}", key(k))))
+        };
+        let n_layer = need("block_count")?;
+        let n_embd = need("embedding_length")?;
+        let n_head = need("attention.head_count")?;
+        let n_kv_head = need("attention.head_count_kv")?;
+        let trained_context = need("context_length")?;
+        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 || n_embd % n_head != 0 {
+            return Err(bad(format!(
+                "inconsistent attention shape: {n_head} heads, {n_kv_head} KV heads, width {n_embd}"
+            )));
+        }
+        let head_dim = n_embd / n_head;
+        let rms_eps = gguf
+            .meta_f32(&key("attention.layer_norm_rms_epsilon"))
+            .ok_or_else(|| bad(format!("missing metadata {}", key("attention.layer_norm_rms_epsilon"))))?
+            as f64;
+        let rope_base = gguf.meta_f32(&key("rope.freq_base")).unwrap_or(10_000.0);
+        let context_limit = max_context
+            .unwrap_or(32_768)
+            .min(trained_context)
+            .max(16);
+
+        let device = Device::Cpu;
+        let content = &gguf.content;
+        let file = std::cell::RefCell::new(&mut gguf.file);
+        let tensor = |name: &str| -> Result<QTensor> {
+            let mut f = file.borrow_mut();
+            catch(|| content.tensor(&mut **f, name, &device).map_err(|e| e.to_string()))
+                .map_err(|e| bad(format!("tensor {name}: {e}")))
+        };
+        let dense = |name: &str| -> Result<Tensor> {
+            let t = tensor(name)?;
+            t.dequantize(&Device::Cpu)
+                .map_err(|e| bad(format!("tensor {name}: {e}")))
+        };
+        let embed = Arc::new(tensor("token_embd.weight")?);
+        let vocab_size = embed
+            .shape()
+            .dims2()
+            .map_err(|e| bad(format!("token_embd.weight: {e}")))?
+            .0;
+        let norm = dense("output_norm.weight")?;
+        let output = if content.tensor_infos.contains_key("output.weight") {
+            Arc::new(tensor("output.weight")?)
+        } else {
+            Arc::clone(&embed)
+        };
+        let output = qmatmul(output).map_err(bad)?;
+        let mut layers = Vec::with_capacity(n_layer);
+        for i in 0..n_layer {
+            let p = format!("blk.{i}");
+            let bias = if content.tensor_infos.contains_key(&format!("{p}.attn_q.bias")) {
+                Some((
+                    dense(&format!("{p}.attn_q.bias"))?,
+                    dense(&format!("{p}.attn_k.bias"))?,
+                    dense(&format!("{p}.attn_v.bias"))?,
+                ))
+            } else {
+                None
+            };
+            let wq = Arc::new(tensor(&format!("{p}.attn_q.weight"))?);
+            let wk = Arc::new(tensor(&format!("{p}.attn_k.weight"))?);
+            let wv = Arc::new(tensor(&format!("{p}.attn_v.weight"))?);
+            let gate = Arc::new(tensor(&format!("{p}.ffn_gate.weight"))?);
+            let up = Arc::new(tensor(&format!("{p}.ffn_up.weight"))?);
+            layers.push(Layer {
+                attn_norm: dense(&format!("{p}.attn_norm.weight"))?,
+                mq: qmatmul(Arc::clone(&wq)).map_err(bad)?,
+                mk: qmatmul(Arc::clone(&wk)).map_err(bad)?,
+                mv: qmatmul(Arc::clone(&wv)).map_err(bad)?,
+                wq,
+                wk,
+                wv,
+                bias,
+                wo: qmatmul(Arc::new(tensor(&format!("{p}.attn_output.weight"))?)).map_err(bad)?,
+                ffn_norm: dense(&format!("{p}.ffn_norm.weight"))?,
+                mgate: qmatmul(Arc::clone(&gate)).map_err(bad)?,
+                mup: qmatmul(Arc::clone(&up)).map_err(bad)?,
+                gate,
+                up,
+                down: qmatmul(Arc::new(tensor(&format!("{p}.ffn_down.weight"))?)).map_err(bad)?,
+            });
+        }
+        let (cos, sin) = rope_tables(head_dim, rope_base, context_limit, &device).map_err(|e| bad(e.to_string()))?;
+        let cfg = ModelConfig {
+            arch,
+            n_layer,
+            n_embd,
+            n_head,
+            n_kv_head,
+            head_dim,
+            rms_eps,
+            rope_base,
+            trained_context,
+            context_limit,
+            vocab_size,
+        };
+        Ok(Model {
+            cfg,
+            embed,
+            layers,
+            norm,
+            output,
+            cos,
+            sin,
+            cache: Vec::new(),
+            capacity: 0,
+            len: 0,
+            device,
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// Number of positions whose K/V are cached.
+    pub fn cached_len(&self) -> usize {
+        self.len
+    }
+
+    /// Forget cached positions from `len` on (a rewind). Never grows.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Run `tokens` at positions `pos..pos + tokens.len()` and return the
+    /// logits of the last one. `pos` must not exceed [`Self::cached_len`]:
+    /// the cache is rewound to `pos` first.
+    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(LocalError::Inference("forward with no tokens".into()));
+        }
+        if pos > self.len {
+            return Err(LocalError::Inference(format!(
+                "forward at position {pos} past the cache ({} positions)",
+                self.len
+            )));
+        }
+        let end = pos + tokens.len();
+        if end > self.cfg.context_limit {
+            return Err(LocalError::ContextTooLong {
+                prompt_tokens: end,
+                max_new: 0,
+                limit: self.cfg.context_limit,
+                why: "the context limit of this model instance".into(),
+            });
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
+            return Err(LocalError::Inference(format!("token id {bad} is outside the vocabulary")));
+        }
+        self.len = pos;
+        let result = catch(|| self.forward_inner(tokens, pos).map_err(|e| e.to_string()));
+        match result {
+            Ok(logits) => {
+                self.len = end;
+                Ok(logits)
+            }
+            Err(e) => {
+                // The cache may hold a partial write: trust only what came before.
+                self.len = pos;
+                Err(LocalError::Inference(e))
+            }
+        }
+    }
+
+    fn ensure_capacity(&mut self, needed: usize) -> candle_core::Result<()> {
+        if needed <= self.capacity && !self.cache.is_empty() {
+            return Ok(());
+        }
+        let mut cap = self.capacity.max(256);
+        while cap < needed {
+            cap *= 2;
+        }
+        let cap = cap.min(self.cfg.context_limit).max(needed);
+        let shape = (1, self.cfg.n_kv_head, cap, self.cfg.head_dim);
+        let mut fresh = Vec::with_capacity(self.cfg.n_layer);
+        for i in 0..self.cfg.n_layer {
+            let k = Tensor::zeros(shape, DType::F32, &self.device)?;
+            let v = Tensor::zeros(shape, DType::F32, &self.device)?;
+            if let Some(old) = self.cache.get(i) {
+                if self.len > 0 {
+                    k.slice_set(&old.k.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                    v.slice_set(&old.v.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                }
+            }
+            fresh.push(LayerCache { k, v });
+        }
+        self.cache = fresh;
+        self.capacity = cap;
+        Ok(())
+    }
+
+    fn forward_inner(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
+        let seq = tokens.len();
+        let kv_len = pos + seq;
+        self.ensure_capacity(kv_len)?;
+        let cfg = &self.cfg;
+        let (h, kv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
+        let rep = h / kv;
+        let ids = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
+        let mut x = self.embed.embedding(&ids)?.to_dtype(DType::F32)?;
+        let cos = self.cos.narrow(0, pos, seq)?;
+        let sin = self.sin.narrow(0, pos, seq)?;
+        let mask = if seq > 1 { Some(causal_mask(seq, pos, &self.device)?) } else { None };
+        let scale = 1.0 / (hd as f64).sqrt();
+        for (layer, cache) in self.layers.iter().zip(&self.cache) {
+            let residual = &x;
+            let xn = candle_nn::ops::rms_norm(&x, &layer.attn_norm, cfg.rms_eps as f32)?;
+            let (q, k, v) = match fused(&[&layer.wq, &layer.wk, &layer.wv], &xn, seq)? {
+                Some(mut out) if out.len() == 3 => {
+                    let v = out.pop().unwrap_or_else(|| unreachable!());
+                    let k = out.pop().unwrap_or_else(|| unreachable!());
+                    let q = out.pop().unwrap_or_else(|| unreachable!());
+                    (q, k, v)
+                }
+                _ => (layer.mq.forward(&xn)?, layer.mk.forward(&xn)?, layer.mv.forward(&xn)?),
+            };
+            let (q, k, v) = match &layer.bias {
+                Some((bq, bk, bv)) => (q.broadcast_add(bq)?, k.broadcast_add(bk)?, v.broadcast_add(bv)?),
+                None => (q, k, v),
+            };
+            let q = q.reshape((1, seq, h, hd))?.transpose(1, 2)?.contiguous()?;
+            let k = k.reshape((1, seq, kv, hd))?.transpose(1, 2)?.contiguous()?;
+            let v = v.reshape((1, seq, kv, hd))?.transpose(1, 2)?.contiguous()?;
+            let (q, k) = match cfg.arch {
+                Arch::Qwen2 => (
+                    candle_nn::rotary_emb::rope(&q, &cos, &sin)?,
+                    candle_nn::rotary_emb::rope(&k, &cos, &sin)?,
+                ),
+                Arch::Llama => (
+                    candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?,
+                    candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?,
+                ),
+            };
+            cache.k.slice_set(&k, 2, pos)?;
+            cache.v.slice_set(&v, 2, pos)?;
+            let k_all = cache.k.narrow(2, 0, kv_len)?;
+            let v_all = cache.v.narrow(2, 0, kv_len)?;
+            // Group the query heads that share a KV head: no copy of K/V.
+            let qg = q.reshape((1, kv, rep * seq, hd))?;
+            let scores = (qg.matmul(&k_all.t()?)? * scale)?;
+            let scores = match &mask {
+                Some(m) => scores
+                    .reshape((1, kv, rep, seq, kv_len))?
+                    .broadcast_add(m)?
+                    .reshape((1, kv, rep * seq, kv_len))?,
+                None => scores,
+            };
+            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+            let attn = probs.matmul(&v_all)?; // (1, kv, rep*seq, hd)
+            let attn = attn
+                .reshape((1, h, seq, hd))?
+                .transpose(1, 2)?
+                .reshape((1, seq, h * hd))?;
+            let x1 = (layer.wo.forward(&attn)? + residual)?;
+            let xn = candle_nn::ops::rms_norm(&x1, &layer.ffn_norm, cfg.rms_eps as f32)?;
+            let (g, u) = match fused(&[&layer.gate, &layer.up], &xn, seq)? {
+                Some(mut out) if out.len() == 2 => {
+                    let u = out.pop().unwrap_or_else(|| unreachable!());
+                    let g = out.pop().unwrap_or_else(|| unreachable!());
+                    (g, u)
+                }
+                _ => (layer.mgate.forward(&xn)?, layer.mup.forward(&xn)?),
+            };
+            let ff = layer.down.forward(&(candle_nn::ops::silu(&g)? * u)?)?;
+            x = (ff + x1)?;
+        }
+        let last = x.narrow(1, seq - 1, 1)?;
+        let last = candle_nn::ops::rms_norm(&last, &self.norm, cfg.rms_eps as f32)?;
+        let logits = self.output.forward(&last)?;
+        logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
+    }
+}
+
+/// One pass over several weights sharing the input, for single-token steps
+/// where candle has a fused kernel; `None` elsewhere.
+fn fused(ws: &[&Arc<QTensor>], x: &Tensor, seq: usize) -> candle_core::Result<Option<Vec<Tensor>>> {
+    if seq != 1 {
+        return Ok(None);
+    }
+    let refs: Vec<&QTensor> = ws.iter().map(|w| w.as_ref()).collect();
+    QTensor::gemv_fused_shared_lhs(&refs, x)
+}
+
+fn qmatmul(t: Arc<QTensor>) -> std::result::Result<QMatMul, String> {
+    QMatMul::from_arc(t).map_err(|e| e.to_string())
+}
+
+fn rope_tables(head_dim: usize, base: f32, len: usize, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+    let inv: Vec<f32> = (0..head_dim)
+        .step_by(2)
+        .map(|i| 1f32 / base.powf(i as f32 / head_dim as f32))
+        .collect();
+    let n = inv.len();
+    let inv = Tensor::from_vec(inv, (1, n), device)?;
+    let t = Tensor::arange(0u32, len as u32, device)?
+        .to_dtype(DType::F32)?
+        .reshape((len, 1))?;
+    let freqs = t.matmul(&inv)?;
+    Ok((freqs.cos()?, freqs.sin()?))
+}
+
+/// Additive mask `(seq, pos + seq)`: query `i` (at position `pos + i`) sees
+/// keys `0..=pos + i`.
+fn causal_mask(seq: usize, pos: usize, device: &Device) -> candle_core::Result<Tensor> {
+    let kv_len = pos + seq;
+    let data: Vec<f32> = (0..seq)
+        .flat_map(|i| (0..kv_len).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 }))
+        .collect();
+    Tensor::from_vec(data, (seq, kv_len), device)
+}

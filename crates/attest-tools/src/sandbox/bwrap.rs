@@ -1,0 +1,83 @@
+//! bubblewrap: finding a working `bwrap` and its arguments.
+
+use std::path::{Path, PathBuf};
+
+/// `bwrap` on `PATH`, if it can actually start a sandbox here (it may be
+/// installed where user namespaces are disabled).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(super) fn find_working() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let bwrap = std::env::split_paths(&path)
+        .map(|dir| dir.join("bwrap"))
+        .find(|p| p.is_file())?;
+    let root = Path::new("/");
+    let ok = std::process::Command::new(&bwrap)
+        .args(arguments(&[], true, root))
+        .args(["--", "sh", "-c", ":"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(bwrap)
+}
+
+/// The arguments before `--`: `/` read-only, fresh `/dev` and `/proc`,
+/// `writable` bound read-write at the same paths, new namespaces.
+pub(super) fn arguments(writable: &[PathBuf], no_network: bool, cwd: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    if no_network {
+        args.push("--unshare-net".to_string());
+    }
+    // Run as root, bwrap keeps every capability unless told otherwise, and
+    // with them a command could remount `/` writable.
+    #[cfg(unix)]
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        args.extend(["--cap-drop".to_string(), "ALL".to_string()]);
+    }
+    for path in writable {
+        let p = path.to_string_lossy().into_owned();
+        args.extend(["--bind".to_string(), p.clone(), p]);
+    }
+    args.extend(["--chdir".to_string(), cwd.to_string_lossy().into_owned()]);
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_bind_writable_paths_after_the_read_only_root() {
+        let args = arguments(
+            &[PathBuf::from("/w s"), PathBuf::from("/t")],
+            true,
+            Path::new("/w s"),
+        );
+        let joined = args.join(" ");
+        let ro = joined.find("--ro-bind / /").unwrap();
+        let rw = joined.find("--bind /w s /w s").unwrap();
+        assert!(ro < rw, "{joined}");
+        assert!(joined.contains("--bind /t /t"));
+        assert!(joined.contains("--unshare-net"));
+        assert!(joined.ends_with("--chdir /w s"), "{joined}");
+        assert!(!arguments(&[], false, Path::new("/")).contains(&"--unshare-net".to_string()));
+    }
+}

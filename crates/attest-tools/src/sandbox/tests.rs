@@ -1,0 +1,455 @@
+//! Escape attempts through the `shell` tool under each mechanism this
+//! machine has. Every attempt must fail *and* leave no trace outside; a
+//! control run without the sandbox shows the same attempts would succeed,
+//! so the checks can see an escape.
+
+use super::*;
+use crate::{builtin_tools, Tool, ToolContext, ToolOutput, Workspace};
+use serde_json::json;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+struct Fixture {
+    _base: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+    ctx: ToolContext,
+    label: String,
+}
+
+fn shell_tool() -> Arc<dyn Tool> {
+    builtin_tools()
+        .into_iter()
+        .find(|t| t.spec().name == "shell")
+        .expect("the shell tool is built in")
+}
+
+fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+impl Fixture {
+    fn new(mode: SandboxMode, caps: Option<(&Capabilities, Mechanism)>) -> Fixture {
+        let base = tempfile::tempdir().unwrap();
+        let ws = base.path().join("ws");
+        let outside = base.path().join("outside");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(ws.join("inside.txt"), "inside").unwrap();
+        std::fs::write(outside.join("target.txt"), "original").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
+        let workspace = Workspace::new(&ws).unwrap();
+        let ws = workspace.root().to_path_buf();
+        let outside = outside.canonicalize().unwrap();
+        let (ctx, label) = match caps {
+            Some((caps, mechanism)) => {
+                let sandbox =
+                    Sandbox::build(SandboxOptions::new(mode), &ws, caps, Some(mechanism)).unwrap();
+                let label = format!(
+                    "{} ({:?}, netns {:?})",
+                    mechanism.as_str(),
+                    mode,
+                    caps.netns
+                );
+                assert_eq!(sandbox.report().mechanism, Some(mechanism.as_str()));
+                (
+                    ToolContext::new(workspace).with_sandbox(Arc::new(sandbox)),
+                    label,
+                )
+            }
+            None => (
+                ToolContext::new(workspace),
+                "no sandbox (control)".to_string(),
+            ),
+        };
+        Fixture {
+            _base: base,
+            ws,
+            outside,
+            ctx,
+            label,
+        }
+    }
+
+    async fn run(&self, command: &str) -> ToolOutput {
+        shell_tool()
+            .execute(json!({ "command": command }), &self.ctx)
+            .await
+    }
+
+    fn target(&self) -> String {
+        std::fs::read_to_string(self.outside.join("target.txt")).unwrap()
+    }
+}
+
+/// The mechanisms to test here, each with the capabilities to force it.
+fn mechanisms() -> Vec<(Capabilities, Mechanism)> {
+    let caps = capabilities();
+    let mut out = Vec::new();
+    if caps.bwrap.is_some() {
+        out.push((caps.clone(), Mechanism::Bubblewrap));
+    }
+    if caps.landlock_abi > 0 {
+        out.push((caps.clone(), Mechanism::Landlock));
+        if caps.netns != Netns::Unavailable && caps.landlock_abi >= 4 {
+            // Landlock alone must hold the network too (TCP).
+            out.push((
+                Capabilities {
+                    netns: Netns::Unavailable,
+                    ..caps.clone()
+                },
+                Mechanism::Landlock,
+            ));
+        }
+    }
+    out
+}
+
+/// Asserts on `detect` and says why, when there is nothing to test.
+fn nothing_to_test() -> bool {
+    if !mechanisms().is_empty() {
+        return false;
+    }
+    let report = Sandbox::detect(SandboxMode::WorkspaceWrite);
+    println!(
+        "skipping the sandbox escape battery: no sandbox mechanism on this machine ({})",
+        report.note
+    );
+    assert_eq!(report.mechanism, None);
+    assert!(!report.filesystem_confined);
+    assert!(report.shell_requires_approval());
+    true
+}
+
+fn assert_blocked(f: &Fixture, what: &str, out: &ToolOutput) {
+    assert!(
+        !out.success,
+        "{}: {what} succeeded: {}",
+        f.label, out.output
+    );
+}
+
+#[tokio::test]
+async fn writes_outside_the_workspace_fail() {
+    if nothing_to_test() {
+        return;
+    }
+    for (caps, mechanism) in mechanisms() {
+        let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
+        let out_abs = f.outside.join("abs.txt");
+        let root_probe = PathBuf::from("/").join(unique("attest-sandbox-probe"));
+        let tmp_probe = PathBuf::from("/tmp").join(unique("attest-sandbox-probe"));
+        let attempts: Vec<(&str, String, Vec<PathBuf>)> = vec![
+            (
+                "absolute path",
+                format!("echo pwn > '{}'", out_abs.display()),
+                vec![out_abs.clone()],
+            ),
+            (
+                "../",
+                "echo pwn > ../outside/dotdot.txt".into(),
+                vec![f.outside.join("dotdot.txt")],
+            ),
+            (
+                "../ beside the workspace",
+                "echo pwn > ../escape.txt".into(),
+                vec![f.ws.parent().unwrap().join("escape.txt")],
+            ),
+            (
+                "symlink out of the workspace",
+                "echo pwn > link/sym.txt".into(),
+                vec![f.outside.join("sym.txt")],
+            ),
+            (
+                "cd /",
+                format!(
+                    "cd / && touch {}",
+                    root_probe.file_name().unwrap().to_string_lossy()
+                ),
+                vec![root_probe.clone()],
+            ),
+            (
+                "/tmp",
+                format!("echo pwn > {}", tmp_probe.display()),
+                vec![tmp_probe.clone()],
+            ),
+            (
+                "mv out",
+                format!("mv inside.txt '{}'", f.outside.join("moved.txt").display()),
+                vec![f.outside.join("moved.txt")],
+            ),
+            (
+                "cp out",
+                format!("cp inside.txt '{}'", f.outside.join("copied.txt").display()),
+                vec![f.outside.join("copied.txt")],
+            ),
+            (
+                "mkdir out",
+                format!("mkdir '{}'", f.outside.join("dir").display()),
+                vec![f.outside.join("dir")],
+            ),
+            (
+                "overwrite outside",
+                format!("echo pwn > '{}'", f.outside.join("target.txt").display()),
+                vec![],
+            ),
+            (
+                "delete outside",
+                format!("rm -f '{}'", f.outside.join("target.txt").display()),
+                vec![],
+            ),
+            (
+                "hard link then write",
+                format!(
+                    "ln '{}' hl && echo pwn >> hl",
+                    f.outside.join("target.txt").display()
+                ),
+                vec![],
+            ),
+        ];
+        for (what, command, must_not_exist) in attempts {
+            let out = f.run(&command).await;
+            let escaped: Vec<&PathBuf> = must_not_exist.iter().filter(|p| p.exists()).collect();
+            for p in &escaped {
+                // Clean up before failing, so one bad run leaves no litter.
+                let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir(p));
+            }
+            assert!(
+                escaped.is_empty(),
+                "{}: {what} escaped: {escaped:?}",
+                f.label
+            );
+            assert_blocked(&f, what, &out);
+            assert_eq!(
+                f.target(),
+                "original",
+                "{}: {what} changed a file outside",
+                f.label
+            );
+            assert!(f.outside.join("target.txt").exists(), "{}: {what}", f.label);
+        }
+        assert!(f.ws.join("inside.txt").exists(), "{}", f.label);
+        // The model is told why.
+        let out = f.run(&format!("echo pwn > '{}'", out_abs.display())).await;
+        assert!(
+            out.output.contains("[attest] Commands run in a sandbox"),
+            "{}: {}",
+            f.label,
+            out.output
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_workspace_and_tmpdir_stay_writable() {
+    if nothing_to_test() {
+        return;
+    }
+    for (caps, mechanism) in mechanisms() {
+        let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
+        let out = f
+            .run("mkdir -p sub && echo made > sub/new.txt && mv sub/new.txt moved.txt && rm inside.txt && cat moved.txt")
+            .await;
+        assert!(out.success, "{}: {}", f.label, out.output);
+        assert!(
+            out.output.starts_with("made"),
+            "{}: {}",
+            f.label,
+            out.output
+        );
+        assert!(f.ws.join("moved.txt").exists());
+        assert!(!f.ws.join("inside.txt").exists());
+        if capabilities_has("git") {
+            // Ids map to themselves, so git's ownership check still passes.
+            let out = f
+                .run("git init -q . && git add moved.txt && git status --short")
+                .await;
+            assert!(out.success, "{}: {}", f.label, out.output);
+            assert!(
+                out.output.contains("A  moved.txt"),
+                "{}: {}",
+                f.label,
+                out.output
+            );
+        }
+        let out = f
+            .run(r#"echo scratch > "$TMPDIR/s.txt" && cat "$TMPDIR/s.txt" && echo "$TMPDIR" && echo x > /dev/null && echo e > /dev/stderr"#)
+            .await;
+        assert!(out.success, "{}: {}", f.label, out.output);
+        let lines: Vec<&str> = out.output.lines().collect();
+        assert_eq!(lines[0], "scratch");
+        let sandbox = f.ctx.sandbox.as_ref().unwrap();
+        let tmp = sandbox.tmp_dir().unwrap();
+        assert_eq!(Path::new(lines[1]), tmp, "{}", f.label);
+        assert!(
+            tmp.join("s.txt").exists(),
+            "{}: TMPDIR write did not land in the private dir",
+            f.label
+        );
+    }
+}
+
+#[tokio::test]
+async fn read_only_mode_refuses_workspace_writes() {
+    if nothing_to_test() {
+        return;
+    }
+    for (caps, mechanism) in mechanisms() {
+        let f = Fixture::new(SandboxMode::ReadOnly, Some((&caps, mechanism)));
+        let out = f.run("echo pwn > inside.txt").await;
+        assert_blocked(&f, "workspace write in read-only mode", &out);
+        assert_eq!(
+            std::fs::read_to_string(f.ws.join("inside.txt")).unwrap(),
+            "inside"
+        );
+        let out = f.run("cat inside.txt && echo t > \"$TMPDIR/t\"").await;
+        assert!(out.success, "{}: {}", f.label, out.output);
+    }
+}
+
+#[tokio::test]
+async fn network_is_off() {
+    if nothing_to_test() {
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let has_bash = Path::new("/bin/bash").exists() || Path::new("/usr/bin/bash").exists();
+    let has_curl = capabilities_has("curl");
+    for (caps, mechanism) in mechanisms() {
+        let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
+        if has_bash {
+            let out = f
+                .run(&format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'"))
+                .await;
+            assert_blocked(&f, "bash /dev/tcp connect", &out);
+        }
+        if has_curl {
+            let out = f
+                .run(&format!("curl -sS -m 5 http://127.0.0.1:{port}/"))
+                .await;
+            assert_blocked(&f, "curl to loopback", &out);
+        }
+        let out = f
+            .run(&format!(
+                "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=5)'"
+            ))
+            .await;
+        if out.output.contains("not found") {
+            continue;
+        }
+        assert_blocked(&f, "python connect", &out);
+    }
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the listener outside the sandbox got a connection: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn udp_is_off_where_the_report_says_the_network_is() {
+    if nothing_to_test() {
+        return;
+    }
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_nonblocking(true).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    if !capabilities_has("python3") {
+        println!("skipping the UDP check: no python3 to send with");
+        return;
+    }
+    let send = format!(
+        "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.1\", {port}))'"
+    );
+    let mut buf = [0u8; 8];
+    // Control: unconfined, the datagram arrives.
+    let out = Fixture::new(SandboxMode::Off, None).run(&send).await;
+    assert!(out.success, "{}", out.output);
+    assert!(
+        socket.recv_from(&mut buf).is_ok(),
+        "the control datagram did not arrive"
+    );
+    for (caps, mechanism) in mechanisms() {
+        let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
+        let report = f.ctx.sandbox.as_ref().unwrap().report().clone();
+        if !report.network_isolated {
+            // Landlock alone covers TCP only, and says so.
+            assert_eq!(report.network, NetworkIsolation::TcpOnly, "{}", f.label);
+            continue;
+        }
+        let _ = f.run(&send).await;
+        match socket.recv_from(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("{}: a datagram left the sandbox: {other:?}", f.label),
+        }
+    }
+}
+
+fn capabilities_has(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+#[tokio::test]
+async fn without_a_sandbox_the_same_attempts_succeed() {
+    // The control: shows the battery's checks would notice an escape.
+    let f = Fixture::new(SandboxMode::Off, None);
+    let out = f
+        .run("echo pwn > link/sym.txt && echo pwn > ../escape.txt")
+        .await;
+    assert!(out.success, "{}", out.output);
+    assert!(f.outside.join("sym.txt").exists());
+    assert!(f.ws.parent().unwrap().join("escape.txt").exists());
+}
+
+#[test]
+fn detect_matches_the_machine() {
+    let caps = capabilities();
+    let report = Sandbox::detect(SandboxMode::WorkspaceWrite);
+    println!("sandbox on this machine: {} ({caps:?})", report.note);
+    match (&caps.bwrap, caps.landlock_abi) {
+        (Some(_), _) => assert_eq!(report.mechanism, Some("bubblewrap")),
+        (None, abi) if abi > 0 => assert_eq!(report.mechanism, Some("landlock")),
+        _ => {
+            assert_eq!(report.mechanism, None);
+            assert!(report.shell_requires_approval());
+        }
+    }
+    assert_eq!(report.filesystem_confined, report.mechanism.is_some());
+    let off = Sandbox::detect(SandboxMode::Off);
+    assert_eq!(off.mechanism, None);
+    assert!(!off.shell_requires_approval());
+}
+
+#[test]
+fn the_temp_dir_goes_with_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox =
+        Sandbox::new(SandboxOptions::new(SandboxMode::WorkspaceWrite), dir.path()).unwrap();
+    let tmp = sandbox.tmp_dir().unwrap().to_path_buf();
+    assert!(tmp.is_dir());
+    assert!(sandbox
+        .writable_paths()
+        .contains(&dir.path().canonicalize().unwrap()));
+    drop(sandbox);
+    assert!(!tmp.exists());
+    let off = Sandbox::new(SandboxOptions::new(SandboxMode::Off), dir.path()).unwrap();
+    assert!(off.tmp_dir().is_none());
+    assert!(off.writable_paths().is_empty());
+    let err = Sandbox::new(
+        SandboxOptions {
+            writable_roots: vec![dir.path().join("missing")],
+            ..SandboxOptions::new(SandboxMode::WorkspaceWrite)
+        },
+        dir.path(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, SandboxError::WritableRoot { .. }));
+}
