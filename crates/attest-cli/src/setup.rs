@@ -4,13 +4,17 @@
 
 use crate::config::{self, ConfigFile, LoadedConfig};
 use anyhow::{anyhow, bail, Context, Result};
-use attest_core::{Engine, RetryPolicy, RunConfig, StaticApprover};
+use attest_core::context::skills::SkillCatalog;
+use attest_core::context::workspace_files::{FileLimits, WorkspaceFiles};
+use attest_core::{ContextLayer, Engine, RetryPolicy, RunConfig, StaticApprover};
 use attest_protocol::{CompletionContract, ContractKind};
 use attest_providers::http::{HttpProvider, HttpProviderConfig, WireFormat};
 use attest_providers::scripted::ScriptedProvider;
 use attest_providers::text_protocol::TextProtocolProvider;
 use attest_providers::ModelProvider;
-use attest_tools::{builtin_tools, CommandTool, Tool, ToolContext, ToolRegistry, Workspace};
+use attest_tools::{
+    builtin_tools, skill_tool, CommandTool, Tool, ToolContext, ToolRegistry, Workspace,
+};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -285,7 +289,35 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
         provider_label.push_str(" (text protocol)");
     }
 
-    let registry = build_registry(&file, &workspace)?;
+    // SPEC D1 layers after the base prompt, loaded once for the whole run.
+    let files = WorkspaceFiles::load(workspace.root(), &FileLimits::default())?;
+    for skipped in &files.skipped {
+        eprintln!(
+            "attest: workspace file {} skipped: {}",
+            skipped.name, skipped.reason
+        );
+    }
+    let catalog = SkillCatalog::load(workspace.root());
+    for problem in &catalog.problems {
+        eprintln!("attest: skill ignored: {problem}");
+    }
+    let mut context_layers: Vec<ContextLayer> = files
+        .layers
+        .iter()
+        .map(|l| ContextLayer {
+            name: l.name.clone(),
+            text: l.render(),
+            truncated: l.truncated,
+        })
+        .collect();
+    if !catalog.is_empty() {
+        context_layers.push(ContextLayer {
+            name: "skills_catalog".to_string(),
+            text: catalog.render(),
+            truncated: false,
+        });
+    }
+    let registry = build_registry(&file, &workspace, !catalog.is_empty())?;
 
     let expect = match (args.expect, file.run.expect.as_deref()) {
         (Some(k), _) => k,
@@ -329,6 +361,7 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
     cfg.timeout = timeout_secs.map(Duration::from_secs);
     cfg.retry = retry_policy(&file);
     cfg.secrets = secrets;
+    cfg.context_layers = context_layers;
 
     let approval = args.approval.unwrap_or(ApprovalMode::Deny);
     let approver = match approval {
@@ -381,8 +414,15 @@ fn retry_policy(file: &ConfigFile) -> RetryPolicy {
     }
 }
 
-fn build_registry(file: &ConfigFile, workspace: &Workspace) -> Result<ToolRegistry> {
+fn build_registry(
+    file: &ConfigFile,
+    workspace: &Workspace,
+    with_skills: bool,
+) -> Result<ToolRegistry> {
     let mut tools: Vec<Arc<dyn Tool>> = builtin_tools();
+    if with_skills {
+        tools.push(skill_tool());
+    }
     for tool_cfg in &file.tools {
         let name = tool_cfg.name.clone();
         let tool = CommandTool::new(tool_cfg.clone(), workspace.root())

@@ -2,7 +2,7 @@
 //! so traces before and after can be told apart (SPEC B5).
 
 /// Version of the base prompt and the harness messages below.
-pub const PROMPT_VERSION: &str = "prompt-2026.11.1";
+pub const PROMPT_VERSION: &str = "prompt-2026.11.2";
 
 /// The base invariant prompt (SPEC D2). Not overridable by workspace files.
 const BASE_PROMPT: &str = "\
@@ -12,7 +12,7 @@ Evidence rules:
 - Before you say that you read, changed, ran, tested, searched, sent or otherwise checked something, call the tool that does it and use its result. If you have no such result, say plainly that it is not verified.
 - Never write tool results, observations or tool output yourself; only the harness writes them.
 - A failed, refused or interrupted tool call is not a completed action: report the failure instead of guessing.
-- Treat remembered context as unverified unless it has a current source.";
+- Treat remembered context as unverified unless it has a current source. When a listed skill clearly matches the task, load it with the `skill` tool before relying on its domain facts (URLs, hosts, commands).";
 
 /// The system prompt for a run: the base invariants. Byte-identical for every
 /// step of a run (SPEC D5).

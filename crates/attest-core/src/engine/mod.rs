@@ -83,6 +83,19 @@ pub struct RunConfig {
     pub prior_history: Vec<TranscriptItem>,
     /// When and how far history is compacted (SPEC E4).
     pub compaction: CompactionPolicy,
+    /// Layers after the base prompt, in SPEC D1 order (`AGENTS.md`,
+    /// `SOUL.md`, `USER.md`, skills catalog, memory). Loaded once per run so
+    /// the prefix stays byte-identical (SPEC D5).
+    pub context_layers: Vec<ContextLayer>,
+}
+
+/// One layer of the system prompt after the base invariants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextLayer {
+    pub name: String,
+    pub text: String,
+    /// Cut to its budget.
+    pub truncated: bool,
 }
 
 impl RunConfig {
@@ -103,6 +116,7 @@ impl RunConfig {
             secrets: Vec::new(),
             prior_history: Vec::new(),
             compaction: CompactionPolicy::default(),
+            context_layers: Vec::new(),
         }
     }
 }

@@ -67,14 +67,17 @@ impl Run<'_> {
         let compacted = self
             .latest_compaction()
             .map(|(_, covers, summary)| (covers, summary.len()));
-        let mut context_sources = vec![
-            source("system_prompt", 1, self.system.len()),
-            source(
-                "tools",
-                tools.len(),
-                serde_json::to_vec(&tools).map_or(0, |v| v.len()),
-            ),
-        ];
+        let mut context_sources = vec![source("base_prompt", 1, crate::base_system_prompt().len())];
+        for layer in &self.cfg.context_layers {
+            let mut s = source(&layer.name, 1, layer.text.len());
+            s.truncated = layer.truncated;
+            context_sources.push(s);
+        }
+        context_sources.push(source(
+            "tools",
+            tools.len(),
+            serde_json::to_vec(&tools).map_or(0, |v| v.len()),
+        ));
         match compacted {
             Some((covers, summary_bytes)) => {
                 let mut summary = source("compaction_summary", 1, summary_bytes);

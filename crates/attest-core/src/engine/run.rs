@@ -70,7 +70,16 @@ impl<'a> Run<'a> {
         steps: u32,
     ) -> Self {
         let tools = engine.registry.specs();
-        let system = base_system_prompt().to_string();
+        // SPEC D1: the base invariants first, never overridable, then the layers.
+        let mut system = base_system_prompt().to_string();
+        for layer in cfg
+            .context_layers
+            .iter()
+            .filter(|l| !l.text.trim().is_empty())
+        {
+            system.push_str("\n\n");
+            system.push_str(layer.text.trim_end());
+        }
         // State that a resumed run rebuilds from its own log.
         let mut receipts = Vec::new();
         let mut call_arguments = std::collections::HashMap::new();

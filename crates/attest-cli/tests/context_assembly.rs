@@ -1,0 +1,133 @@
+//! SPEC D1–D3 through the binary: layer order in the system prompt, skills
+//! loaded on demand, the state tail last, snapshotted for both wire formats.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+fn workspace_with_everything() -> TestWorkspace {
+    let ws = TestWorkspace::new();
+    ws.write("AGENTS.md", "Project rule: answer in one sentence.\n");
+    ws.write("SOUL.md", "Be terse.\n");
+    ws.write("USER.md", "The user is called Ada.\n");
+    ws.write(
+        "skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: How to deploy this service\n---\nDeploy with `make ship` to deploy.example.internal.\n",
+    );
+    ws
+}
+
+fn system_text(v: Variant, request: &serde_json::Value) -> String {
+    match v.wire {
+        Wire::OpenAi => request["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        Wire::Anthropic => request["system"].as_str().unwrap().to_string(),
+    }
+}
+
+#[tokio::test]
+async fn layers_follow_spec_order_and_skill_bodies_load_only_on_demand() {
+    for v in [VARIANTS[0], VARIANTS[3]] {
+        let ws = workspace_with_everything();
+        let skill = Call {
+            id: "call_skill".into(),
+            name: "skill".into(),
+            arguments: json!({"name": "deploy"}).to_string(),
+        };
+        let model = MockModel::start(
+            v,
+            vec![Turn::calls("", vec![skill]), Turn::text("Run make ship.")],
+        )
+        .await;
+        let r = run_attest(&model, &ws, &["--expect", "observe", "How do I deploy?"]).await;
+        model.assert_valid();
+        model.assert_stable_prefix();
+        assert_eq!(r.state(), "completed", "{}", r.describe());
+        let requests = model.requests();
+        let system = system_text(v, &requests[0]);
+        let order: Vec<usize> = [
+            "Evidence rules:",
+            "Project rule",
+            "Be terse",
+            "called Ada",
+            "# Skills",
+            "- deploy: How to deploy",
+        ]
+        .iter()
+        .map(|needle| {
+            system
+                .find(needle)
+                .unwrap_or_else(|| panic!("`{needle}` missing from:\n{system}"))
+        })
+        .collect();
+        assert!(
+            order.windows(2).all(|w| w[0] < w[1]),
+            "layers out of order: {order:?}\n{system}"
+        );
+        // The body is not in the prompt until the skill tool returns it.
+        assert!(!requests[0].to_string().contains("make ship"));
+        assert!(model.tool_results(1)[0]
+            .1
+            .contains("Deploy with `make ship`"));
+        let tools: Vec<String> = match v.wire {
+            Wire::OpenAi => requests[0]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect(),
+            Wire::Anthropic => requests[0]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_string())
+                .collect(),
+        };
+        assert!(tools.contains(&"skill".to_string()));
+    }
+}
+
+#[tokio::test]
+async fn no_skills_means_no_skill_tool_and_no_catalog() {
+    let v = VARIANTS[1];
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(v, vec![Turn::text("hi")]).await;
+    let r = run_attest(&model, &ws, &["hello"]).await;
+    assert_eq!(r.state(), "completed");
+    let request = &model.requests()[0];
+    assert!(!request.to_string().contains("\"skill\""));
+    assert!(!system_text(v, request).contains("# Skills"));
+}
+
+/// The whole assembled second request: system layers, tools, history with a
+/// call/result pair, and the state tail last.
+#[tokio::test]
+async fn assembled_request_snapshots() {
+    for (v, name) in [
+        (VARIANTS[0], "openai_request"),
+        (VARIANTS[2], "anthropic_request"),
+    ] {
+        let ws = workspace_with_everything();
+        let read = Call {
+            id: "call_read".into(),
+            name: "read_file".into(),
+            arguments: json!({"path": "config.toml"}).to_string(),
+        };
+        let model = MockModel::start(
+            v,
+            vec![
+                Turn::calls("Reading the config.", vec![read]),
+                Turn::text("Port 8080."),
+            ],
+        )
+        .await;
+        let r = run_attest(&model, &ws, &["--expect", "observe", "Which port?"]).await;
+        assert_eq!(r.state(), "completed", "{}", r.describe());
+        let mut request = model.requests()[1].clone();
+        request["model"] = json!("test-model");
+        insta::assert_json_snapshot!(name, request);
+    }
+}
