@@ -5,9 +5,7 @@ use crate::setup::{prepare, EngineArgs, Prepared, StoredSettings};
 use crate::store_log::{open_store, resume_state, StoreLog};
 use crate::EXIT_USAGE;
 use anyhow::{bail, Context, Result};
-use attest_core::{
-    redact_secrets, session_history, EngineError, RunConfig, RunOutcome, PROMPT_VERSION,
-};
+use attest_core::{redact_secrets, session_history, EngineError, RunConfig, RunOutcome};
 use attest_protocol::{TranscriptItem, LOOP_VERSION};
 use attest_store::{NewRun, SqliteStore, Store};
 use clap::Args;
@@ -77,7 +75,7 @@ async fn start_run(args: RunArgs) -> Result<u8> {
         prompt: redact_secrets(&prompt, &prepared.cfg.secrets),
         settings: serde_json::to_value(&prepared.settings)?,
         loop_version: LOOP_VERSION.to_string(),
-        prompt_version: PROMPT_VERSION.to_string(),
+        prompt_version: prepared.engine.prompt_version(),
     })?;
     let mut output = Output::new(prepared.json, &prepared.provider_label);
     let cancel = cancel_on_ctrl_c();

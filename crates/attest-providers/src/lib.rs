@@ -43,6 +43,11 @@ pub trait ModelProvider: Send + Sync {
     fn api_family(&self) -> &str;
     /// Model name sent to the endpoint.
     fn model(&self) -> &str;
+    /// Version of prompt text this provider adds itself (the text
+    /// protocol's tool block), so traces tell its versions apart (SPEC B5).
+    fn prompt_version(&self) -> Option<&str> {
+        None
+    }
     /// Perform one model call. No retries here: the engine retries, so every
     /// attempt is visible in the event stream.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;

@@ -189,6 +189,15 @@ impl Engine {
         }
     }
 
+    /// The prompt version stamped on this engine's runs: the harness's own,
+    /// plus the provider's when it adds prompt text (text protocol).
+    pub fn prompt_version(&self) -> String {
+        match self.provider.prompt_version() {
+            Some(v) => format!("{}+{v}", crate::PROMPT_VERSION),
+            None => crate::PROMPT_VERSION.to_string(),
+        }
+    }
+
     /// Run `prompt` to a terminal state. Every transcript item, event and
     /// trace record goes to `log` before the next step acts on it; events
     /// also go to `observer`. `cancel` ends the run `cancelled`.

@@ -5,7 +5,7 @@ use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::{Engine, EngineError, RunConfig, RunOutcome};
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
-use crate::prompt::{base_system_prompt, corrective_message, PROMPT_VERSION, PROTOCOL_PLACEHOLDER};
+use crate::prompt::{base_system_prompt, corrective_message, PROTOCOL_PLACEHOLDER};
 use crate::state::AgentState;
 use attest_protocol::CompletionContract;
 use attest_protocol::{
@@ -186,7 +186,7 @@ impl<'a> Run<'a> {
                     model: provider.model().to_string(),
                     contract: self.cfg.contract.clone(),
                     loop_version: LOOP_VERSION.to_string(),
-                    prompt_version: PROMPT_VERSION.to_string(),
+                    prompt_version: self.engine.prompt_version(),
                 })?;
                 let prompt = self.redact(prompt);
                 self.state = AgentState::with_goal(&prompt, "user_input");
@@ -463,7 +463,7 @@ impl<'a> Run<'a> {
             steps: self.steps,
             usage: self.usage,
             loop_version: LOOP_VERSION.to_string(),
-            prompt_version: PROMPT_VERSION.to_string(),
+            prompt_version: self.engine.prompt_version(),
         })?;
         Ok(RunOutcome {
             run_id: self.cfg.run_id.clone(),

@@ -130,6 +130,10 @@ impl ModelProvider for TextProtocolProvider {
         &self.api_family
     }
 
+    fn prompt_version(&self) -> Option<&str> {
+        Some(render::TEXT_PROTOCOL_VERSION)
+    }
+
     fn model(&self) -> &str {
         self.inner.model()
     }
