@@ -2,10 +2,9 @@
 //! flag, then environment variable, then config file, then built-in default.
 
 use anyhow::{bail, Context, Result};
-use attest_protocol::Permission;
-use attest_tools::CommandToolConfig;
+use attest_protocol::TaskType;
+use attest_tools::{CommandToolConfig, PermissionsConfig, SandboxMode};
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default, Deserialize)]
@@ -17,9 +16,13 @@ pub struct ConfigFile {
     pub provider: ProviderSection,
     #[serde(default)]
     pub retry: RetrySection,
-    /// Per-tool permission overrides: `tool = "allow" | "ask" | "deny"`.
+    /// Permission policy: a default, per-tool decisions, per-argument rules.
     #[serde(default)]
-    pub permissions: BTreeMap<String, Permission>,
+    pub permissions: PermissionsConfig,
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+    #[serde(default)]
+    pub safety: SafetySection,
     #[serde(default)]
     pub tools: Vec<CommandToolConfig>,
 }
@@ -37,7 +40,7 @@ pub struct RunSection {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSection {
-    /// `openai`, `anthropic` or `scripted`.
+    /// `openai`, `anthropic`, `scripted` or `local`.
     pub name: Option<String>,
     pub base_url: Option<String>,
     pub model: Option<String>,
@@ -50,6 +53,36 @@ pub struct ProviderSection {
     pub protocol: Option<crate::setup::ProtocolMode>,
     /// Whether the model supports native tool calling.
     pub tool_calling: Option<bool>,
+    /// `local`: the GGUF file to run.
+    pub model_path: Option<PathBuf>,
+    /// `local`: inference threads.
+    pub threads: Option<usize>,
+    /// `local`: context length cap, in tokens.
+    pub context_length: Option<usize>,
+}
+
+/// How shell commands are confined (SPEC F4).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// `workspace-write` (default), `read-only` or `off`.
+    pub mode: Option<SandboxMode>,
+    /// Let sandboxed commands reach the network (default: no).
+    pub network: Option<bool>,
+}
+
+/// Failure handling (SPEC F6–F11).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SafetySection {
+    /// Task type for the data-impact mapping (default `general`).
+    pub task_type: Option<TaskType>,
+    /// Consecutive identical failures before a reminder (default 3).
+    pub doom_loop_threshold: Option<u32>,
+    /// Further identical failures after the reminder before the run ends (default 2).
+    pub doom_loop_extra_repeats: Option<u32>,
+    /// Failed attempts allowed per failure fingerprint before backoff (default 2).
+    pub retry_budget: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -135,7 +168,12 @@ evidence = "/message_id"
 "#;
         let cfg: ConfigFile = toml::from_str(text).unwrap();
         assert_eq!(cfg.run.max_steps, Some(5));
-        assert_eq!(cfg.permissions["shell"], Permission::Deny);
+        assert!(matches!(
+            cfg.permissions.tools.get("shell"),
+            Some(attest_tools::policy::ToolPermission::Fixed(
+                attest_protocol::Permission::Deny
+            ))
+        ));
         assert_eq!(cfg.tools[0].name, "send_message");
         let err = toml::from_str::<ConfigFile>("[run]\nmax_stepz = 3").unwrap_err();
         assert!(err.to_string().contains("max_stepz"), "{err}");

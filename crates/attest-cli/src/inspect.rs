@@ -272,6 +272,19 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
         } => {
             format!("\nterminal: {state} ({reason})\n  basis: {basis}")
         }
+        TraceRecord::MemoryDecision {
+            item_id,
+            content_preview,
+            provenance,
+            decision,
+            reason,
+        } => format!(
+            "  memory {} {item_id} ({}): {}\n    why: {}",
+            decision.as_str(),
+            provenance.as_str(),
+            one_line(content_preview, 120),
+            one_line(reason, 240)
+        ),
     })
 }
 

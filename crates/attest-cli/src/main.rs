@@ -1,8 +1,11 @@
 //! The `attest` binary: the only crate that knows about terminals, flags,
 //! config files, environment variables and JSONL output.
 
+mod chat_cmd;
 mod config;
 mod inspect;
+mod memory_cmd;
+mod memory_run;
 mod output;
 mod render;
 mod run_cmd;
@@ -32,6 +35,9 @@ enum Command {
     /// Run one task non-interactively; the exit code says how it ended
     /// (0 completed, 3 unverified, 4 incomplete, 5 failed, 130 cancelled).
     Run(run_cmd::RunArgs),
+    /// An interactive session: streaming answers, live tool progress,
+    /// approvals at the prompt (/exit, /trace, /approvals).
+    Chat(chat_cmd::ChatArgs),
     /// Continue a run left unfinished by a crash, from its log.
     Resume(run_cmd::ResumeArgs),
     /// List sessions.
@@ -48,6 +54,9 @@ enum Command {
     /// 0 when all files are current or customized, 1 when one is outdated,
     /// missing or empty or a skill or file cannot be used, 2 on errors.
     Doctor(workspace_cmd::DoctorArgs),
+    /// Durable memory with provenance: list, show, promote, retract,
+    /// verify, import, and sync MEMORY.md hand edits.
+    Memory(memory_cmd::MemoryArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,12 +73,14 @@ fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Run(args) => runtime.block_on(run_cmd::run(args)),
+        Command::Chat(args) => runtime.block_on(chat_cmd::chat(args)),
         Command::Resume(args) => runtime.block_on(run_cmd::resume(args)),
         Command::Sessions(args) => report(inspect::sessions(args)),
         Command::Runs(args) => report(inspect::runs(args)),
         Command::Trace(args) => report(inspect::trace(args)),
         Command::Init(args) => report(workspace_cmd::init(args)),
         Command::Doctor(args) => workspace_cmd::doctor(args),
+        Command::Memory(args) => report(memory_cmd::run(args)),
     };
     ExitCode::from(code)
 }

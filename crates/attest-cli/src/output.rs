@@ -17,6 +17,15 @@ impl Output {
         }
     }
 
+    /// For `attest chat`: tool progress and verdicts on stderr; answer text
+    /// is streamed by the chat itself.
+    pub fn chat(provider_label: &str) -> Self {
+        Output {
+            json: false,
+            human: HumanRenderer::new(provider_label).for_chat(),
+        }
+    }
+
     pub fn on_event(&mut self, event: &Event) {
         if self.json {
             let mut out = std::io::stdout().lock();

@@ -5,19 +5,32 @@ use std::io::Write;
 
 pub struct HumanRenderer {
     provider_label: String,
+    /// In `attest chat` text is streamed and the verdict printed by the chat.
+    chat: bool,
 }
 
 impl HumanRenderer {
     pub fn new(provider_label: &str) -> Self {
         HumanRenderer {
             provider_label: provider_label.to_string(),
+            chat: false,
         }
+    }
+
+    pub fn for_chat(mut self) -> Self {
+        self.chat = true;
+        self
     }
 
     pub fn on_event(&mut self, event: &Event) {
         let mut err = std::io::stderr().lock();
         // Write errors on a closed terminal are not worth failing a run for.
         let _ = match &event.body {
+            EventBody::RunStarted { .. } | EventBody::Progress { .. } | EventBody::Done { .. }
+                if self.chat =>
+            {
+                Ok(())
+            }
             EventBody::RunStarted {
                 contract,
                 session_id,
@@ -115,6 +128,10 @@ impl HumanRenderer {
             EventBody::Compacted { archived_items, .. } => writeln!(
                 err,
                 "  ⇣ history compacted: {archived_items} item(s) archived (declared cache reset point)"
+            ),
+            EventBody::ReminderInjected { count, .. } => writeln!(
+                err,
+                "  ↻ reminder: the same call failed {count} times in a row; asked the model to change strategy"
             ),
             EventBody::Final { .. } => Ok(()),
             EventBody::Done {

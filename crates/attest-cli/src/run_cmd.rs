@@ -67,6 +67,7 @@ async fn start_run(args: RunArgs) -> Result<u8> {
     }
     let session = prepared.cfg.session_id.clone();
     prepared.cfg.prior_history = earlier_turns(&prepared, &mut store, &session, None).await?;
+    let memory_decisions = prepared.add_memory_layer(&mut store, &prompt);
     store.ensure_session(&session)?;
     store.begin_run(&NewRun {
         id: prepared.cfg.run_id.clone(),
@@ -88,6 +89,7 @@ async fn start_run(args: RunArgs) -> Result<u8> {
         .engine
         .run(&prompt, &prepared.cfg, &mut log, &mut observer, cancel)
         .await;
+    remember(&prepared, &mut store, &result, memory_decisions);
     Ok(exit_code(result))
 }
 
@@ -119,6 +121,7 @@ async fn start_resume(args: ResumeArgs) -> Result<u8> {
     prepared.cfg.session_id = record.session_id.clone();
     prepared.cfg.prior_history =
         earlier_turns(&prepared, &mut store, &record.session_id, Some(&record.id)).await?;
+    let memory_decisions = prepared.add_memory_layer(&mut store, &record.prompt);
     let state = resume_state(&store, &record.id)?;
     store.claim_run(&record.id)?;
     let mut output = Output::new(prepared.json, &prepared.provider_label);
@@ -132,13 +135,36 @@ async fn start_resume(args: ResumeArgs) -> Result<u8> {
         .engine
         .resume(state, &prepared.cfg, &mut log, &mut observer, cancel)
         .await;
+    remember(&prepared, &mut store, &result, memory_decisions);
     Ok(exit_code(result))
+}
+
+/// Memory consolidation after a run that ended (SPEC G2): what it learned
+/// goes through the gate, every decision into its trace. A memory failure
+/// never changes the run's outcome or exit code.
+fn remember(
+    prepared: &Prepared,
+    store: &mut SqliteStore,
+    result: &Result<RunOutcome, EngineError>,
+    decisions: Vec<attest_core::memory::DecisionRecord>,
+) {
+    if let Ok(outcome) = result {
+        if let Err(e) = crate::memory_run::after_run(
+            store,
+            prepared.workspace.root(),
+            outcome,
+            &prepared.cfg.secrets,
+            decisions,
+        ) {
+            eprintln!("attest: memory not updated after this run: {e:#}");
+        }
+    }
 }
 
 /// History from the session's earlier runs (oldest first, up to `before`).
 /// A run left `running` by a dead process is closed first: its pending
 /// calls are recorded as interrupted and it ends `failed`/`interrupted`.
-async fn earlier_turns(
+pub(crate) async fn earlier_turns(
     prepared: &Prepared,
     store: &mut SqliteStore,
     session: &str,
@@ -206,7 +232,7 @@ fn cancel_on_ctrl_c() -> CancellationToken {
     cancel
 }
 
-fn exit_code(result: Result<RunOutcome, EngineError>) -> u8 {
+pub(crate) fn exit_code(result: Result<RunOutcome, EngineError>) -> u8 {
     match result {
         Ok(outcome) => outcome.state.exit_code() as u8,
         Err(e) => {

@@ -6,14 +6,22 @@ use crate::config::{self, ConfigFile, LoadedConfig};
 use anyhow::{anyhow, bail, Context, Result};
 use attest_core::context::skills::SkillCatalog;
 use attest_core::context::workspace_files::{FileLimits, WorkspaceFiles};
-use attest_core::{ContextLayer, Engine, RetryPolicy, RunConfig, StaticApprover};
+use attest_core::{
+    Approver, ContextLayer, DoomLoopLimits, Engine, RetryPolicy, RunConfig, StaticApprover,
+};
 use attest_protocol::{CompletionContract, ContractKind};
 use attest_providers::http::{HttpProvider, HttpProviderConfig, WireFormat};
 use attest_providers::scripted::ScriptedProvider;
 use attest_providers::text_protocol::TextProtocolProvider;
 use attest_providers::ModelProvider;
+use attest_tools::failure::default_key_path;
+use attest_tools::middleware::standard_chain;
 use attest_tools::{
     builtin_tools, skill_tool, CommandTool, Tool, ToolContext, ToolRegistry, Workspace,
+};
+use attest_tools::{
+    FailureTracker, FingerprintKey, PermissionPolicy, Redactor, RetryPolicy as ToolRetryPolicy,
+    Sandbox, SandboxMode, SandboxOptions,
 };
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
@@ -27,6 +35,8 @@ pub enum ProviderKind {
     Openai,
     Anthropic,
     Scripted,
+    /// The embedded model, run in-process (the default when none is configured).
+    Local,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -68,6 +78,13 @@ pub struct EngineArgs {
     /// Script of responses for `--provider scripted` (JSON or YAML).
     #[arg(long)]
     pub script: Option<PathBuf>,
+    /// GGUF file for `--provider local` (default: the cached default model,
+    /// fetched on first use).
+    #[arg(long, env = "ATTEST_LOCAL_MODEL")]
+    pub model_path: Option<PathBuf>,
+    /// Inference threads for `--provider local` (default: all cores).
+    #[arg(long, env = "ATTEST_THREADS")]
+    pub threads: Option<usize>,
     /// Tool protocol: native tool calling, or the text (ReAct) protocol.
     #[arg(long, value_enum)]
     pub protocol: Option<ProtocolMode>,
@@ -119,6 +136,11 @@ pub struct StoredSettings {
     pub model: Option<String>,
     pub api_key_env: Option<String>,
     pub script: Option<PathBuf>,
+    /// `--provider local`: the GGUF file that was run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_path: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
     pub protocol: ProtocolMode,
     pub contract: CompletionContract,
     pub max_steps: u32,
@@ -136,6 +158,8 @@ impl EngineArgs {
         self.model = self.model.or_else(|| s.model.clone());
         self.api_key_env = self.api_key_env.or_else(|| s.api_key_env.clone());
         self.script = self.script.or_else(|| s.script.clone());
+        self.model_path = self.model_path.or_else(|| s.model_path.clone());
+        self.threads = self.threads.or(s.threads);
         self.protocol = self.protocol.or(Some(s.protocol));
         self.expect = self.expect.or(Some(s.contract.kind));
         if self.require_tool.is_empty() {
@@ -163,7 +187,37 @@ pub struct Prepared {
     pub settings: StoredSettings,
 }
 
+impl Prepared {
+    /// SPEC D1: the memory layer follows the skills catalog (the last layer
+    /// `prepare` pushes). Built per task, after `prepare`, because
+    /// retrieval needs the prompt. A memory failure is reported and the run
+    /// goes on without the layer. Returns the decisions made, to be traced
+    /// once the run's log exists.
+    pub fn add_memory_layer(
+        &mut self,
+        store: &mut attest_store::SqliteStore,
+        prompt: &str,
+    ) -> Vec<attest_core::memory::DecisionRecord> {
+        match crate::memory_run::layer_for(store, self.workspace.root(), prompt) {
+            Ok((layer, decisions)) => {
+                self.cfg.context_layers.extend(layer);
+                decisions
+            }
+            Err(e) => {
+                eprintln!("attest: memory not used for this run: {e:#}");
+                Vec::new()
+            }
+        }
+    }
+}
+
 pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
+    prepare_with(args, None)
+}
+
+/// As [`prepare`], with an approver of the caller's (the chat's terminal
+/// prompt) instead of the `--approval` flag's.
+pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> Result<Prepared> {
     let workspace = Workspace::new(&args.workspace)
         .with_context(|| format!("workspace {}", args.workspace.display()))?;
     let LoadedConfig { file, path } = config::load(args.config.as_deref(), workspace.root())?;
@@ -176,8 +230,11 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
         (Some(k), _) => *k,
         (None, Some(name)) => ProviderKind::from_str(name, true)
             .map_err(|_| anyhow!("unknown provider `{name}` in config{config_note}"))?,
+        #[cfg(feature = "local")]
+        (None, None) => ProviderKind::Local,
+        #[cfg(not(feature = "local"))]
         (None, None) => bail!(
-            "no provider configured: pass --provider openai|anthropic|scripted, set ATTEST_PROVIDER, or set [provider] name in attest.toml"
+            "no provider configured: pass --provider openai|anthropic|scripted, set ATTEST_PROVIDER, or set [provider] name in attest.toml (this build has no embedded model: feature `local`)"
         ),
     };
     let protocol = args
@@ -197,6 +254,8 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
         model: None,
         api_key_env: None,
         script: None,
+        model_path: None,
+        threads: None,
         protocol,
         contract: CompletionContract::default(),
         max_steps: 20,
@@ -278,6 +337,7 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
             settings.api_key_env = Some(key_var);
             (Arc::new(http), label)
         }
+        ProviderKind::Local => local_provider(args, &file, &mut settings)?,
     };
     let use_text = match protocol {
         ProtocolMode::Text => true,
@@ -317,7 +377,8 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
             truncated: false,
         });
     }
-    let registry = build_registry(&file, &workspace, !catalog.is_empty())?;
+    let mut registry = build_registry(&file, &workspace, !catalog.is_empty())?;
+    let safety = install_safety(&file, &mut registry, &workspace, &secrets)?;
 
     let expect = match (args.expect, file.run.expect.as_deref()) {
         (Some(k), _) => k,
@@ -364,12 +425,13 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
     cfg.context_layers = context_layers;
 
     let approval = args.approval.unwrap_or(ApprovalMode::Deny);
-    let approver = match approval {
-        ApprovalMode::Deny => StaticApprover::deny(),
-        ApprovalMode::Allow => StaticApprover {
+    let approver: Arc<dyn Approver> = match (approver, approval) {
+        (Some(a), _) => a,
+        (None, ApprovalMode::Deny) => Arc::new(StaticApprover::deny()),
+        (None, ApprovalMode::Allow) => Arc::new(StaticApprover {
             approve: true,
             decided_by: "flag".into(),
-        },
+        }),
     };
     settings.contract = contract;
     settings.max_steps = cfg.max_steps;
@@ -378,15 +440,19 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
     settings.approval = approval;
     settings.timeout_secs = timeout_secs;
 
-    let engine = Engine::new(
-        provider,
-        Arc::new(registry),
-        ToolContext {
-            hidden_env,
-            ..ToolContext::new(workspace.clone())
-        },
-        Arc::new(approver),
-    );
+    cfg.doom_loop = DoomLoopLimits {
+        threshold: file.safety.doom_loop_threshold.unwrap_or(3).max(1),
+        extra_repeats: file.safety.doom_loop_extra_repeats.unwrap_or(2),
+    };
+    let mut tool_ctx = ToolContext {
+        hidden_env,
+        ..ToolContext::new(workspace.clone())
+    };
+    if let Some(sandbox) = safety.sandbox {
+        tool_ctx = tool_ctx.with_sandbox(sandbox);
+    }
+    let engine = Engine::new(provider, Arc::new(registry), tool_ctx, approver)
+        .with_failure_tracker(safety.tracker);
     Ok(Prepared {
         engine,
         cfg,
@@ -429,19 +495,185 @@ fn build_registry(
             .with_context(|| format!("[[tools]] `{name}`"))?;
         tools.push(Arc::new(tool));
     }
-    let mut registry = ToolRegistry::new(tools)?;
-    for (tool, permission) in &file.permissions {
-        if registry.get(tool).is_none() {
-            bail!(
-                "[permissions] names unknown tool `{tool}` (available: {})",
-                registry.names().join(", ")
-            );
-        }
-        registry.set_permission(tool, *permission);
-    }
-    Ok(registry)
+    Ok(ToolRegistry::new(tools)?)
 }
 
 fn non_empty_env(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|v| !v.is_empty())
+}
+
+/// `--provider local`: resolve the model file (`--model-path` /
+/// `ATTEST_LOCAL_MODEL`, `[provider] model_path`, a known model named by
+/// `--model`, else the default model, fetched into the cache on first use)
+/// and load it.
+#[cfg(feature = "local")]
+fn local_provider(
+    args: &EngineArgs,
+    file: &ConfigFile,
+    settings: &mut StoredSettings,
+) -> Result<(Arc<dyn ModelProvider>, String)> {
+    use attest_local::fetch::{ensure_model, known_model, FetchOptions, QWEN25_CODER_1_5B};
+    use attest_local::{LocalConfig, LocalProvider};
+    use std::io::Write as _;
+
+    let explicit = args
+        .model_path
+        .clone()
+        .or_else(|| file.provider.model_path.clone());
+    let path = match explicit {
+        Some(p) if p.is_file() => p,
+        Some(p) => match p.to_str().and_then(known_model) {
+            Some(m) => fetch_blocking(m)?,
+            None => bail!(
+                "model file {} does not exist (from --model-path / ATTEST_LOCAL_MODEL / [provider] model_path)",
+                p.display()
+            ),
+        },
+        None => {
+            let model = match args.model.clone().or_else(|| file.provider.model.clone()) {
+                Some(name) => known_model(&name).ok_or_else(|| {
+                    let known: Vec<&str> = attest_local::KNOWN_MODELS.iter().map(|m| m.id).collect();
+                    anyhow!(
+                        "--provider local: unknown model `{name}` (known: {}); pass --model-path FILE for another GGUF",
+                        known.join(", ")
+                    )
+                })?,
+                None => &QWEN25_CODER_1_5B,
+            };
+            fetch_blocking(model)?
+        }
+    };
+    let path = path.canonicalize().unwrap_or(path);
+
+    fn fetch_blocking(model: &'static attest_local::KnownModel) -> Result<PathBuf> {
+        let opts = FetchOptions::default();
+        let fetch = || ensure_model(model, &opts);
+        let path = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(fetch)
+            }
+            _ => fetch(),
+        }?;
+        Ok(path)
+    }
+
+    let mut cfg = LocalConfig::new(&path);
+    cfg.threads = args.threads.or(file.provider.threads);
+    cfg.max_context = file.provider.context_length;
+    if let Some(t) = file.provider.max_tokens {
+        cfg.max_new_tokens = t as usize;
+    }
+    let load = || LocalProvider::load(cfg);
+    let provider = match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(load)
+        }
+        _ => load(),
+    }
+    .with_context(|| format!("loading {}", path.display()))?;
+    let provider = if args.json {
+        provider
+    } else {
+        // Human output: the model's text as it is generated, on stderr.
+        provider.with_token_sink(Arc::new(|t: &str| {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(t.as_bytes());
+            let _ = err.flush();
+        }))
+    };
+    let label = format!(
+        "local {} ({}, {} threads)",
+        provider.model(),
+        path.display(),
+        provider.threads()
+    );
+    settings.model = Some(provider.model().to_string());
+    settings.model_path = Some(path);
+    settings.threads = args.threads.or(file.provider.threads);
+    Ok((Arc::new(provider), label))
+}
+
+#[cfg(not(feature = "local"))]
+fn local_provider(
+    _args: &EngineArgs,
+    _file: &ConfigFile,
+    _settings: &mut StoredSettings,
+) -> Result<(Arc<dyn ModelProvider>, String)> {
+    bail!("this attest was built without the embedded model (cargo feature `local`)")
+}
+
+/// What `install_safety` set up for the run.
+struct Safety {
+    sandbox: Option<Arc<Sandbox>>,
+    tracker: Arc<FailureTracker>,
+}
+
+/// The middleware chain (argument redaction, permission policy, retry
+/// budget), the shell sandbox and the failure tracker (SPEC F1–F4, F6, F9).
+fn install_safety(
+    file: &ConfigFile,
+    registry: &mut ToolRegistry,
+    workspace: &Workspace,
+    secrets: &[String],
+) -> Result<Safety> {
+    let mode = file.sandbox.mode.unwrap_or(SandboxMode::WorkspaceWrite);
+    let mut policy =
+        PermissionPolicy::new(file.permissions.clone()).context("invalid [permissions]")?;
+    let unknown = policy.unknown_tools(&registry.names());
+    if !unknown.is_empty() {
+        bail!(
+            "[permissions] names unknown tool(s) {} (available: {})",
+            unknown.join(", "),
+            registry.names().join(", ")
+        );
+    }
+    let sandbox = if mode == SandboxMode::Off {
+        None
+    } else {
+        let options = SandboxOptions {
+            mode,
+            allow_network: file.sandbox.network.unwrap_or(false),
+            writable_roots: Vec::new(),
+        };
+        Some(Arc::new(
+            Sandbox::new(options, workspace.root()).context("cannot set up the shell sandbox")?,
+        ))
+    };
+    if let Some(report) = sandbox.as_ref().map(|s| s.report()) {
+        if report.shell_requires_approval() {
+            // Said once, plainly (SPEC F4).
+            eprintln!("attest: {}", report.note);
+            policy = policy.require_approval_for(
+                "shell",
+                "no sandbox is available here, so every shell command needs approval",
+            );
+        }
+    }
+    let key_path = default_key_path(
+        std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    )
+    .ok_or_else(|| {
+        anyhow!("cannot locate the user config dir for the fingerprint key (set HOME)")
+    })?;
+    let key = FingerprintKey::load_or_create(&key_path)
+        .with_context(|| format!("fingerprint key {}", key_path.display()))?;
+    let redactor = Redactor::new().with_secrets(secrets.iter().cloned());
+    let retry = ToolRetryPolicy {
+        retry_budget: file
+            .safety
+            .retry_budget
+            .unwrap_or(ToolRetryPolicy::default().retry_budget),
+        ..ToolRetryPolicy::default()
+    };
+    let tracker = Arc::new(FailureTracker::new(
+        key,
+        redactor.clone(),
+        retry,
+        file.safety.task_type.unwrap_or_default(),
+    ));
+    for middleware in standard_chain(Arc::new(redactor), Arc::new(policy), Arc::clone(&tracker)) {
+        registry.push_middleware(middleware);
+    }
+    Ok(Safety { sandbox, tracker })
 }

@@ -142,7 +142,7 @@ async fn the_prompt_can_come_from_stdin() {
                 &wsp,
                 "-",
             ])
-            .env("XDG_CONFIG_HOME", "/nonexistent-attest-test")
+            .env("XDG_CONFIG_HOME", common::test_config_home())
             .write_stdin("Prompt from stdin")
             .output()
             .unwrap()
@@ -180,7 +180,21 @@ async fn usage_and_configuration_errors_exit_2_without_events() {
     let ws = TestWorkspace::new();
     let wsp = ws.path().display().to_string();
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (s(&["run", "-C", &wsp, "hi"]), "no provider configured"),
+        // With no provider configured the embedded model runs; a missing
+        // model file is a configuration error.
+        (
+            s(&[
+                "run",
+                "--provider",
+                "local",
+                "--model-path",
+                "/nonexistent/model.gguf",
+                "-C",
+                &wsp,
+                "hi",
+            ]),
+            "does not exist",
+        ),
         (
             s(&["run", "--provider", "openai", "-C", &wsp, "hi"]),
             "no model",

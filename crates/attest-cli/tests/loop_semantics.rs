@@ -627,7 +627,7 @@ async fn item13_ctrl_c_cancels_and_interrupts_the_in_flight_call() {
             .arg("-C")
             .arg(ws.path())
             .arg("Sleep")
-            .env("XDG_CONFIG_HOME", "/nonexistent-attest-test")
+            .env("XDG_CONFIG_HOME", common::test_config_home())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()

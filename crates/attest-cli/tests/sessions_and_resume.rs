@@ -132,7 +132,7 @@ async fn trace_shows_requests_calls_receipts_and_the_terminal_basis() {
                 "",
                 vec![
                     call("read_file", json!({"path": "config.toml"})),
-                    call("shell", json!({"command": "ls"})),
+                    call("shell", json!({"command": "touch made.txt"})),
                 ],
             ),
             Turn::text("8080"),
@@ -152,7 +152,7 @@ async fn trace_shows_requests_calls_receipts_and_the_terminal_basis() {
         "request attempt 1: openai_chat test-model stream=true",
         "request attempt 2",
         "retry 1 after 0 ms",
-        "context: system_prompt 1 item(s)",
+        "context: base_prompt 1 item(s)",
         "tools: read_file, list_dir, grep, write_file, edit_file, shell",
         "prefix ",
         "response: finish tool_calls",
@@ -208,7 +208,7 @@ async fn run_and_kill(
         ])
         .args(["-C", &ws_arg(ws)])
         .args(extra)
-        .env("XDG_CONFIG_HOME", "/nonexistent-attest-test")
+        .env("XDG_CONFIG_HOME", common::test_config_home())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()

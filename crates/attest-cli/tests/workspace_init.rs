@@ -29,7 +29,10 @@ fn attest(args: &[&str], dir: &Path) -> Out {
         .args(args)
         .arg("-C")
         .arg(dir)
-        .env("XDG_CONFIG_HOME", "/nonexistent-attest-test")
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("attest-test-config-home"),
+        )
         .output()
         .unwrap();
     Out {

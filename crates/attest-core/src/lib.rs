@@ -25,6 +25,7 @@ mod engine;
 mod forgery;
 mod judge;
 mod log;
+pub mod memory;
 mod prompt;
 mod redact;
 mod render;
@@ -33,8 +34,8 @@ pub mod state;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, StaticApprover};
 pub use engine::{
-    new_id, prefix_hash, CompactionPolicy, ContextLayer, Engine, EngineError, Observer,
-    ResumeState, RetryPolicy, RunConfig, RunOutcome, HISTORY_TOOL, SUMMARY_HEADER,
+    new_id, prefix_hash, CompactionPolicy, ContextLayer, DoomLoopLimits, Engine, EngineError,
+    Observer, ResumeState, RetryPolicy, RunConfig, RunOutcome, HISTORY_TOOL, SUMMARY_HEADER,
 };
 pub use forgery::detect_forged_observation;
 pub use judge::{judge, Attempt, Judgement};

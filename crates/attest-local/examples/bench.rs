@@ -13,7 +13,7 @@ const SYSTEM: &str = "You are an agent working through tools that a harness exec
 
 fn request(history: &[TranscriptItem]) -> ModelRequest {
     ModelRequest {
-        system: SYSTEM.into(),
+        system: std::env::var("BENCH_SYSTEM").unwrap_or_else(|_| SYSTEM.into()),
         tools: attest_tools::builtin_tools().iter().map(|t| t.spec().clone()).collect(),
         history: history.to_vec(),
         stream: false,
@@ -29,7 +29,7 @@ fn row(label: &str, p: &LocalProvider, r: &ModelResponse) {
         "| {label} | {} | {} | {} | {:.2} | {:.1} | {} | {:.2} | {:.1} | {} |",
         g.prompt_tokens, g.reused_tokens, g.evaluated_tokens, g.prompt_time.as_secs_f64(), g.prompt_tps(),
         g.generated_tokens, g.generation_time.as_secs_f64(), g.generation_tps(),
-        if r.tool_calls.is_empty() { format!("answer: {:?}", r.text.chars().take(60).collect::<String>()) } else { format!("call {} {}", r.tool_calls[0].name, r.tool_calls[0].arguments) }
+        if let Some(v) = &r.protocol_violation { format!("VIOLATION {:?} {} raw={}", v.kind, v.detail, r.raw) } else if r.tool_calls.is_empty() { format!("answer: {:?}", r.text.chars().take(60).collect::<String>()) } else { format!("call {} {}", r.tool_calls[0].name, r.tool_calls[0].arguments) }
     );
 }
 
@@ -59,10 +59,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| step | prompt tok | reused | evaluated | prompt s | prompt tok/s | generated | gen s | gen tok/s | result |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let file = "[package]\nname = \"attest-demo\"\nversion = \"0.3.1\"\nedition = \"2021\"\n\n[dependencies]\nserde = \"1\"\n";
-    let mut h = vec![TranscriptItem::UserInput { text: "What does Cargo.toml say this package is called?".into() }];
+    let q = std::env::var("BENCH_QUESTION").unwrap_or_else(|_| "What does Cargo.toml say this package is called?".into());
+    let mut h = vec![TranscriptItem::UserInput { text: q }];
     // Warm-up: the first forward pass repacks the weights; not counted.
     let r = p.complete(&request(&h)).await?;
     row("1 (cold, incl. repack)", &p, &r);
+    if std::env::var("BENCH_ONE").is_ok() { return Ok(()); }
     let r = p.complete(&request(&h)).await?;
     row("1 again (cached)", &p, &r);
     add_response(&mut h, &r, file);

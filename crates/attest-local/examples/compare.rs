@@ -24,6 +24,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut m = candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(ct, &mut f, &Device::Cpu)?;
         m.forward(&input, 0)?.flatten_all()?.to_vec1()?
     };
+    let n: usize = std::env::var("GREEDY").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    if n > 0 {
+        let argmax = |v: &[f32]| v.iter().enumerate().fold((0usize, f32::MIN), |x, (i, &v)| if v > x.1 { (i, v) } else { x }).0 as u32;
+        let mut ours_ids = vec![argmax(&a)];
+        let mut pos = ids.len();
+        for _ in 1..n { let l = ours.forward(&[*ours_ids.last().unwrap()], pos)?; pos += 1; ours_ids.push(argmax(&l)); }
+        let mut f2 = std::fs::File::open(path)?;
+        let ct2 = candle_core::quantized::gguf_file::Content::read(&mut f2)?;
+        let mut stock_ids = vec![];
+        if arch == "llama" {
+            let mut m = candle_transformers::models::quantized_llama::ModelWeights::from_gguf(ct2, &mut f2, &Device::Cpu)?;
+            let mut l = m.forward(&input, 0)?.flatten_all()?.to_vec1::<f32>()?;
+            let mut pos = ids.len();
+            for _ in 0..n { let t = argmax(&l); stock_ids.push(t); l = m.forward(&Tensor::new(&[t], &Device::Cpu)?.unsqueeze(0)?, pos)?.flatten_all()?.to_vec1()?; pos += 1; }
+        } else {
+            let mut m = candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(ct2, &mut f2, &Device::Cpu)?;
+            let mut l = m.forward(&input, 0)?.flatten_all()?.to_vec1::<f32>()?;
+            let mut pos = ids.len();
+            for _ in 0..n { let t = argmax(&l); stock_ids.push(t); l = m.forward(&Tensor::new(&[t], &Device::Cpu)?.unsqueeze(0)?, pos)?.flatten_all()?.to_vec1()?; pos += 1; }
+        }
+        println!("ours : {:?}", tok.decode(&ours_ids)?);
+        println!("stock: {:?}", tok.decode(&stock_ids)?);
+    }
     let am = a.iter().enumerate().fold((0, f32::MIN), |x, (i, &v)| if v > x.1 { (i, v) } else { x });
     let bm = b.iter().enumerate().fold((0, f32::MIN), |x, (i, &v)| if v > x.1 { (i, v) } else { x });
     let maxdiff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);

@@ -11,7 +11,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let max_new: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
     let mut m = LocalModel::load(path.as_ref(), &LoadOptions::default())?;
     eprintln!("loaded {} in {:?}: {:?}", m.name, m.load_time, m.config());
-    let text = m.render(&[ChatMessage::new("user", prompt)], &[])?;
+    let text = match prompt.strip_prefix("RAW:") {
+        Some(raw) => raw.to_string(),
+        None => m.render(&[ChatMessage::new("user", prompt)], &[])?,
+    };
     let ids = m.tokenize(&text)?;
     eprintln!("prompt: {} tokens {:?}\n{:?}", ids.len(), text, ids);
     let g = m.generate(&ids, &GenerateParams { max_new_tokens: max_new, ..Default::default() }, &mut |t| eprint!("{t}"), &AtomicBool::new(false))?;

@@ -297,6 +297,12 @@ fn run_job(model: &mut LocalModel, cfg: &LocalConfig, job: &Job) -> Result<(Gene
         }
     };
     let generation = model.generate(&tokens, &params, &mut on_text, &job.cancel)?;
+    if let Some(s) = &job.sink {
+        // One response per line for whoever shows the stream.
+        if !generation.text.is_empty() && !generation.text.ends_with('\n') {
+            s("\n");
+        }
+    }
     Ok((generation, prefilled))
 }
 

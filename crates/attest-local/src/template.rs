@@ -107,6 +107,19 @@ impl ChatTemplate {
     /// The prompt text for `messages` (the first may be a system message),
     /// ending with the generation prompt.
     pub fn render(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<String> {
+        let ctx = self.context(messages, tools);
+        let tmpl = self
+            .env
+            .get_template("chat")
+            .map_err(|e| LocalError::Template(e.to_string()))?;
+        tmpl.render(ctx)
+            .map_err(|e| LocalError::Template(format!("rendering the chat template failed: {e:#}")))
+    }
+
+    /// The variables the template is rendered with (`messages`, `tools`,
+    /// `add_generation_prompt`, `bos_token`, `eos_token`), after what the
+    /// template cannot express was rewritten as text.
+    pub fn context(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
         let mut messages = messages.to_vec();
         let native_tools = self.caps.tools && !tools.is_empty();
         if !tools.is_empty() && !native_tools {
@@ -124,19 +137,13 @@ impl ChatTemplate {
         let messages = self.adapt(messages);
         let msgs: Vec<Value> = messages.iter().map(message_value).collect();
         let tool_values: Option<Vec<Value>> = native_tools.then(|| tools.iter().map(tool_value).collect());
-        let tmpl = self
-            .env
-            .get_template("chat")
-            .map_err(|e| LocalError::Template(e.to_string()))?;
-        let ctx = minijinja::context! {
+        minijinja::context! {
             messages => msgs,
             tools => tool_values,
             add_generation_prompt => true,
             bos_token => self.bos.clone(),
             eos_token => self.eos.clone(),
-        };
-        tmpl.render(ctx)
-            .map_err(|e| LocalError::Template(format!("rendering the chat template failed: {e:#}")))
+        }
     }
 
     /// Rewrite what the template cannot express into text it can.

@@ -109,6 +109,13 @@ pub enum EventBody {
         kind: ProtocolErrorKind,
         detail: String,
     },
+    /// A harness reminder was added as the latest user-role message
+    /// (doom loop: the same call failed the same way repeatedly).
+    ReminderInjected {
+        step: u32,
+        text: String,
+        count: u32,
+    },
     ProviderRetry {
         step: u32,
         attempt: u32,
@@ -153,6 +160,7 @@ impl EventBody {
             EventBody::ApprovalResolved { .. } => "approval_resolved",
             EventBody::CorrectiveInjected { .. } => "corrective_injected",
             EventBody::ProtocolError { .. } => "protocol_error",
+            EventBody::ReminderInjected { .. } => "reminder_injected",
             EventBody::ProviderRetry { .. } => "provider_retry",
             EventBody::Compacted { .. } => "compacted",
             EventBody::Final { .. } => "final",

@@ -14,6 +14,7 @@ mod contract;
 mod event;
 mod failure;
 mod log_entry;
+mod memory;
 mod receipt;
 mod state;
 mod terminal;
@@ -28,6 +29,10 @@ pub use failure::{
     Provenance, RetrievalStatus, TaskType, ToolFailure,
 };
 pub use log_entry::LogEntry;
+pub use memory::{
+    ConflictPolicy, MemoryDecision, MemoryItem, MemoryKind, MemoryProvenance, MemorySourceRef,
+    MemoryStatus,
+};
 pub use receipt::{Evidence, Receipt, ReceiptStatus, VerificationStatus};
 pub use state::{
     AgentStateItem, CacheResetPoint, CacheResetReason, ConfidenceLevel, EvidenceType,

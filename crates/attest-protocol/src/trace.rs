@@ -1,4 +1,7 @@
-use crate::{Permission, ProtocolErrorKind, TerminalReason, TerminalState};
+use crate::{
+    MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind, TerminalReason,
+    TerminalState,
+};
 use serde::{Deserialize, Serialize};
 
 /// An audit record kept in a run's trace beside its events (SPEC H1, B4).
@@ -74,6 +77,15 @@ pub enum TraceRecord {
         state: TerminalState,
         reason: TerminalReason,
         basis: String,
+    },
+    /// What memory consolidation, verification or retrieval decided about
+    /// one item, and why (SPEC G2, H1). The preview is redacted.
+    MemoryDecision {
+        item_id: String,
+        content_preview: String,
+        provenance: MemoryProvenance,
+        decision: MemoryDecision,
+        reason: String,
     },
 }
 

@@ -254,6 +254,17 @@ impl StreamAccumulator {
         self.done
     }
 
+    /// The answer text received so far (for live display only).
+    pub fn text_so_far(&self) -> String {
+        self.blocks
+            .values()
+            .filter_map(|(b, _)| match b {
+                Block::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Consume one event's `data:` payload.
     pub fn push(&mut self, data: &str) -> Result<(), ProviderError> {
         if self.done {

@@ -3,6 +3,7 @@
 
 use crate::{
     anthropic, openai, sse, wire, ModelProvider, ModelRequest, ModelResponse, ProviderError,
+    TextSink,
 };
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
@@ -148,33 +149,26 @@ impl HttpProvider {
         }
     }
 
-    async fn read_stream(&self, resp: reqwest::Response) -> Result<ModelResponse, ProviderError> {
+    async fn read_stream(
+        &self,
+        resp: reqwest::Response,
+        sink: Option<&TextSink>,
+    ) -> Result<ModelResponse, ProviderError> {
         let key = self.cfg.api_key.clone();
         let events = sse::events(resp, move |s| redact(key.as_deref(), s));
         match self.cfg.wire {
-            WireFormat::OpenAiChat => drain(events, openai::StreamAccumulator::new()).await,
+            WireFormat::OpenAiChat => drain(events, openai::StreamAccumulator::new(), sink).await,
             WireFormat::AnthropicMessages => {
-                drain(events, anthropic::StreamAccumulator::new()).await
+                drain(events, anthropic::StreamAccumulator::new(), sink).await
             }
         }
     }
-}
 
-#[async_trait]
-impl ModelProvider for HttpProvider {
-    fn name(&self) -> &str {
-        &self.cfg.name
-    }
-
-    fn api_family(&self) -> &str {
-        self.cfg.wire.api_family()
-    }
-
-    fn model(&self) -> &str {
-        &self.cfg.model
-    }
-
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+    async fn send(
+        &self,
+        request: &ModelRequest,
+        sink: Option<&TextSink>,
+    ) -> Result<ModelResponse, ProviderError> {
         let body = match self.cfg.wire {
             WireFormat::OpenAiChat => openai::build_body(request, &self.cfg.model),
             WireFormat::AnthropicMessages => anthropic::build_body(request, &self.cfg.model),
@@ -197,7 +191,7 @@ impl ModelProvider for HttpProvider {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
         if request.stream && !is_json {
-            return self.read_stream(resp).await;
+            return self.read_stream(resp, sink).await;
         }
         let text = resp
             .text()
@@ -210,9 +204,37 @@ impl ModelProvider for HttpProvider {
     }
 }
 
+#[async_trait]
+impl ModelProvider for HttpProvider {
+    fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    fn api_family(&self) -> &str {
+        self.cfg.wire.api_family()
+    }
+
+    fn model(&self) -> &str {
+        &self.cfg.model
+    }
+
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        self.send(request, None).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &TextSink,
+    ) -> Result<ModelResponse, ProviderError> {
+        self.send(request, Some(sink)).await
+    }
+}
+
 /// What both stream accumulators offer.
 trait Accumulator {
     fn push(&mut self, data: &str) -> Result<(), ProviderError>;
+    fn text_so_far(&self) -> String;
     fn is_done(&self) -> bool;
     fn finish(self) -> Result<ModelResponse, ProviderError>;
 }
@@ -225,6 +247,9 @@ macro_rules! accumulator {
             }
             fn is_done(&self) -> bool {
                 <$t>::is_done(self)
+            }
+            fn text_so_far(&self) -> String {
+                <$t>::text_so_far(self)
             }
             fn finish(self) -> Result<ModelResponse, ProviderError> {
                 <$t>::finish(self)
@@ -240,10 +265,19 @@ accumulator!(anthropic::StreamAccumulator);
 async fn drain<A: Accumulator>(
     events: impl Stream<Item = Result<eventsource_stream::Event, ProviderError>>,
     mut acc: A,
+    sink: Option<&TextSink>,
 ) -> Result<ModelResponse, ProviderError> {
     let mut events = std::pin::pin!(events);
+    let mut shown = 0;
     while let Some(event) = events.next().await {
         acc.push(&event?.data)?;
+        if let Some(sink) = sink {
+            let text = acc.text_so_far();
+            if text.len() > shown && text.is_char_boundary(shown) {
+                (sink.0)(&text[shown..]);
+                shown = text.len();
+            }
+        }
         if acc.is_done() {
             break;
         }

@@ -28,7 +28,7 @@ mod types;
 mod wire;
 
 pub use types::{
-    FinishKind, ModelRequest, ModelResponse, ParsedCall, ProtocolViolation, ProviderError,
+    FinishKind, ModelRequest, ModelResponse, ParsedCall, ProtocolViolation, ProviderError, TextSink,
 };
 
 use async_trait::async_trait;
@@ -51,4 +51,16 @@ pub trait ModelProvider: Send + Sync {
     /// Perform one model call. No retries here: the engine retries, so every
     /// attempt is visible in the event stream.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
+
+    /// As [`ModelProvider::complete`], showing answer text to `sink` as it
+    /// streams in (live display only: the engine acts on the full response).
+    /// Providers that cannot stream text fall back to `complete`.
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &TextSink,
+    ) -> Result<ModelResponse, ProviderError> {
+        let _ = sink;
+        self.complete(request).await
+    }
 }

@@ -268,6 +268,11 @@ impl StreamAccumulator {
     }
 
     /// True once `[DONE]` has been seen; later payloads are ignored.
+    /// The answer text received so far (for live display only).
+    pub fn text_so_far(&self) -> String {
+        self.text.clone()
+    }
+
     pub fn is_done(&self) -> bool {
         self.done
     }

@@ -90,9 +90,11 @@ pub fn parse(
     opts: ParseOptions,
 ) -> Result<TextToolCalls, ProtocolViolation> {
     let (reasoning, body) = split_reasoning(text, opts);
-    let mut parsed = if body.contains(CALL_OPEN) || body.contains(CALL_CLOSE) {
+    // A marker inside a bare JSON call's string argument is data, not syntax.
+    let marker = |m: &str| first_outside_json(body, m);
+    let mut parsed = if marker(CALL_OPEN).is_some() || marker(CALL_CLOSE).is_some() {
         hermes(body, tools, opts)?
-    } else if let Some(at) = body.find(PYTHON_TAG) {
+    } else if let Some(at) = marker(PYTHON_TAG) {
         python_tag(body, at, tools, opts)?
     } else {
         json_objects(body, tools, opts)?
@@ -117,6 +119,34 @@ fn split_reasoning(text: &str, opts: ParseOptions) -> (Option<String>, &str) {
         return (reasoning_of(text), "");
     }
     (None, text)
+}
+
+/// The first occurrence of `marker` in `body` that is not inside a JSON
+/// value starting earlier in the text.
+fn first_outside_json(body: &str, marker: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(rel) = body.get(from..)?.find(marker) {
+        let at = from + rel;
+        if !inside_json_value(body, at) {
+            return Some(at);
+        }
+        from = at + marker.len();
+    }
+    None
+}
+
+/// Whether `pos` lies inside a complete JSON object or array of `body`.
+fn inside_json_value(body: &str, pos: usize) -> bool {
+    let mut i = 0;
+    while let Some(rel) = body.get(i..pos).and_then(|r| r.find(['{', '['])) {
+        let start = i + rel;
+        match leading_json(body.get(start..).unwrap_or_default()) {
+            Leading::Value(_, len) if start + len > pos => return true,
+            Leading::Value(_, len) => i = start + len,
+            _ => i = start + 1,
+        }
+    }
+    false
 }
 
 /// `<tool_call>` blocks; the text between them is content.
@@ -741,6 +771,20 @@ mod tests {
         // Not cut: an unclosed tag holding a whole call is a call.
         let p = ok("<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}");
         assert_eq!(p.calls.len(), 1);
+    }
+
+    #[test]
+    fn markers_inside_a_bare_call_are_data() {
+        let p = ok(
+            "{\"name\": \"grep\", \"arguments\": {\"pattern\": \"<|python_tag|> or <tool_call>\"}}",
+        );
+        assert_eq!(
+            p.calls,
+            vec![call(
+                "grep",
+                json!({"pattern": "<|python_tag|> or <tool_call>"})
+            )]
+        );
     }
 
     #[test]

@@ -106,3 +106,13 @@ pub struct ProtocolViolation {
     pub kind: ProtocolErrorKind,
     pub detail: String,
 }
+
+/// Receives answer text as it streams in, for live display.
+#[derive(Clone)]
+pub struct TextSink(pub std::sync::Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for TextSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextSink")
+    }
+}

@@ -13,16 +13,18 @@
 //!   only SQL in attest lives here, behind the [`Store`] trait, so a server
 //!   backend can implement the same trait.
 
+mod memory;
 mod records;
 mod sqlite;
 
 pub use records::{Artifact, NewRun, RunRecord, RunStatus, SessionRecord};
 pub use sqlite::SqliteStore;
 
-use attest_protocol::{LogEntry, TranscriptItem};
+use attest_protocol::{LogEntry, MemoryItem, MemoryStatus, TranscriptItem};
+use chrono::{DateTime, Utc};
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -44,6 +46,10 @@ pub enum StoreError {
     UnknownRun(String),
     #[error("`{0}` matches several runs; give more characters")]
     AmbiguousRun(String),
+    #[error("no memory item matches `{0}`")]
+    UnknownMemory(String),
+    #[error("`{0}` matches several memory items; give more characters")]
+    AmbiguousMemory(String),
 }
 
 /// What a run store can do. Implemented by [`SqliteStore`]; a server backend
@@ -71,4 +77,31 @@ pub trait Store: Send {
     fn archived(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError>;
     /// Raw audit artifacts of a run.
     fn artifacts(&self, run_id: &str) -> Result<Vec<Artifact>, StoreError>;
+
+    /// Insert a memory item, or replace the one with its id.
+    fn put_memory(&mut self, item: &MemoryItem) -> Result<(), StoreError>;
+    /// Memory items with one of `statuses` (all items when empty), oldest
+    /// first.
+    fn memory_items(&self, statuses: &[MemoryStatus]) -> Result<Vec<MemoryItem>, StoreError>;
+    /// A memory item by id or unique id prefix.
+    fn memory_item(&self, id_or_prefix: &str) -> Result<MemoryItem, StoreError>;
+    /// Set an item's status (and `updated_at`); returns the updated item.
+    fn set_memory_status(
+        &mut self,
+        id: &str,
+        status: MemoryStatus,
+    ) -> Result<MemoryItem, StoreError>;
+    /// Record a verification of an item against its source: when, and the
+    /// status it leaves the item in. The recorded source hash is never
+    /// changed here: a changed source makes an item stale, not re-sourced.
+    /// Returns the updated item.
+    fn update_memory_verification(
+        &mut self,
+        id: &str,
+        verified_at: DateTime<Utc>,
+        status: MemoryStatus,
+    ) -> Result<MemoryItem, StoreError>;
+    /// The last `MEMORY.md` text written from the store, if any.
+    fn memory_projection(&self) -> Result<Option<String>, StoreError>;
+    fn set_memory_projection(&mut self, text: &str) -> Result<(), StoreError>;
 }

@@ -2,13 +2,17 @@
 
 use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
 use crate::{Store, StoreError, SCHEMA_VERSION};
-use attest_protocol::{EventBody, LogEntry, TraceRecord, TranscriptItem};
+use attest_protocol::{
+    EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem,
+};
+use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_archive.sql"),
+    include_str!("../migrations/0003_memory.sql"),
 ];
 
 /// The embedded default store, `<workspace>/.attest/attest.db`.
@@ -364,5 +368,45 @@ impl Store for SqliteStore {
             })?
             .collect::<Result<_, _>>()?;
         Ok(artifacts)
+    }
+
+    fn put_memory(&mut self, item: &MemoryItem) -> Result<(), StoreError> {
+        crate::memory::put(&self.conn, item)
+    }
+
+    fn memory_items(&self, statuses: &[MemoryStatus]) -> Result<Vec<MemoryItem>, StoreError> {
+        crate::memory::list(&self.conn, statuses)
+    }
+
+    fn memory_item(&self, id_or_prefix: &str) -> Result<MemoryItem, StoreError> {
+        crate::memory::get(&self.conn, id_or_prefix)
+    }
+
+    fn set_memory_status(
+        &mut self,
+        id: &str,
+        status: MemoryStatus,
+    ) -> Result<MemoryItem, StoreError> {
+        crate::memory::modify(&self.conn, id, |item| item.status = status)
+    }
+
+    fn update_memory_verification(
+        &mut self,
+        id: &str,
+        verified_at: DateTime<Utc>,
+        status: MemoryStatus,
+    ) -> Result<MemoryItem, StoreError> {
+        crate::memory::modify(&self.conn, id, |item| {
+            item.verified_at = Some(verified_at);
+            item.status = status;
+        })
+    }
+
+    fn memory_projection(&self) -> Result<Option<String>, StoreError> {
+        crate::memory::projection(&self.conn)
+    }
+
+    fn set_memory_projection(&mut self, text: &str) -> Result<(), StoreError> {
+        crate::memory::set_projection(&self.conn, text)
     }
 }

@@ -13,6 +13,12 @@
 //! - Built-in file tools are confined to the workspace root: absolute paths
 //!   outside it, `..` and symlink escapes are refused.
 //! - This crate knows nothing of prompts, providers or terminal states.
+//!
+//! Around execution: [`middleware`] (the chain every call passes before it
+//! runs: argument redaction, the permission [`policy`], the retry budget),
+//! [`sandbox`] (where `shell` commands run), [`failure`] (fingerprints,
+//! the failure tracker, hint codes, `data_impact`, model-facing text),
+//! [`redact`] and [`doom_loop`].
 
 mod builtin;
 mod command;
@@ -40,7 +46,7 @@ pub use redact::Redactor;
 pub use registry::{
     fingerprint_arguments, PrepareError, PreparedCall, RegistryError, ToolRegistry,
 };
-pub use sandbox::{Sandbox, SandboxMode, SandboxReport};
+pub use sandbox::{Sandbox, SandboxMode, SandboxOptions, SandboxReport};
 pub use workspace::{Workspace, WorkspaceError};
 
 use async_trait::async_trait;

@@ -421,7 +421,7 @@ pub async fn run_binary(args: Vec<String>, env: &[(&str, &str)]) -> RunResult {
         ] {
             cmd.env_remove(var);
         }
-        cmd.env("XDG_CONFIG_HOME", "/nonexistent-attest-test");
+        cmd.env("XDG_CONFIG_HOME", test_config_home());
         for (k, v) in &env {
             cmd.env(k, v);
         }
@@ -441,4 +441,12 @@ pub async fn run_binary(args: Vec<String>, env: &[(&str, &str)]) -> RunResult {
     })
     .await
     .unwrap()
+}
+
+/// A config home for the binary under test: empty of config files, so the
+/// user's real config never leaks in; attest keeps its fingerprint key there.
+pub fn test_config_home() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join("attest-test-config-home");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }

@@ -182,7 +182,6 @@ pub(crate) fn open_workspace(root: &Path) -> Result<Workspace, ContextError> {
     })
 }
 
-#[cfg(test)]
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }

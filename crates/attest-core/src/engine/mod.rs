@@ -21,8 +21,8 @@ use attest_protocol::{
     CompletionContract, Event, Receipt, TerminalReason, TerminalState, ToolSpec, TranscriptItem,
     Usage,
 };
-use attest_providers::ModelProvider;
-use attest_tools::{ToolContext, ToolRegistry};
+use attest_providers::{ModelProvider, TextSink};
+use attest_tools::{FailureTracker, ToolContext, ToolRegistry};
 use run::{Run, Start};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -87,6 +87,28 @@ pub struct RunConfig {
     /// `SOUL.md`, `USER.md`, skills catalog, memory). Loaded once per run so
     /// the prefix stays byte-identical (SPEC D5).
     pub context_layers: Vec<ContextLayer>,
+    /// When repeated identical failures get a reminder, and when they end the run.
+    pub doom_loop: DoomLoopLimits,
+    /// Live display of streamed answer text (`attest chat`); not logged.
+    pub text_sink: Option<TextSink>,
+}
+
+/// Doom-loop thresholds (SPEC F10, seed 004).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DoomLoopLimits {
+    /// Consecutive identical failures before the reminder (default 3).
+    pub threshold: u32,
+    /// Further identical failures after the reminder before the run ends (default 2).
+    pub extra_repeats: u32,
+}
+
+impl Default for DoomLoopLimits {
+    fn default() -> Self {
+        DoomLoopLimits {
+            threshold: 3,
+            extra_repeats: 2,
+        }
+    }
 }
 
 /// One layer of the system prompt after the base invariants.
@@ -117,6 +139,8 @@ impl RunConfig {
             prior_history: Vec::new(),
             compaction: CompactionPolicy::default(),
             context_layers: Vec::new(),
+            doom_loop: DoomLoopLimits::default(),
+            text_sink: None,
         }
     }
 }
@@ -172,6 +196,8 @@ pub struct Engine {
     registry: Arc<ToolRegistry>,
     tool_ctx: ToolContext,
     approver: Arc<dyn Approver>,
+    /// Structured failures, fingerprints and retry budgets (SPEC F6, F9).
+    failures: Option<Arc<FailureTracker>>,
 }
 
 impl Engine {
@@ -186,7 +212,16 @@ impl Engine {
             registry,
             tool_ctx,
             approver,
+            failures: None,
         }
+    }
+
+    /// Record tool failures in `tracker` (the same one the registry's
+    /// retry-budget middleware reads): failures reach the model as
+    /// structured `ToolFailure`s with fingerprints, repeats aggregated.
+    pub fn with_failure_tracker(mut self, tracker: Arc<FailureTracker>) -> Self {
+        self.failures = Some(tracker);
+        self
     }
 
     /// The prompt version stamped on this engine's runs: the harness's own,

@@ -59,10 +59,19 @@ impl Run<'_> {
             .has_progress()
             .then(|| render_tail(&self.state, &TailBudget::default()));
         if let Some(tail) = &tail {
-            normalized.items.push(TranscriptItem::HarnessMessage {
+            let snapshot = TranscriptItem::HarnessMessage {
                 kind: HarnessMessageKind::StateSnapshot,
                 text: tail.text.clone(),
-            });
+            };
+            // A fresh reminder stays the latest user-role message (SPEC F10).
+            let at = match normalized.items.last() {
+                Some(TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::Reminder,
+                    ..
+                }) => normalized.items.len() - 1,
+                _ => normalized.items.len(),
+            };
+            normalized.items.insert(at, snapshot);
         }
         let compacted = self
             .latest_compaction()
@@ -136,7 +145,12 @@ impl Run<'_> {
                 pairing_notes: normalized.notes.clone(),
             })?;
             let result = tokio::select! {
-                r = provider.complete(&request) => r,
+                r = async {
+                    match &self.cfg.text_sink {
+                        Some(sink) => provider.complete_streaming(&request, sink).await,
+                        None => provider.complete(&request).await,
+                    }
+                } => r,
                 why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),
             };
             let error = match result {

@@ -1,5 +1,6 @@
 //! The loop of one run and its terminal decision.
 
+use super::calls::CallsOutcome;
 use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::{Engine, EngineError, RunConfig, RunOutcome};
@@ -14,7 +15,7 @@ use attest_protocol::{
     LOOP_VERSION,
 };
 use attest_providers::{FinishKind, ParsedCall};
-use attest_tools::{Tool, ToolRegistry};
+use attest_tools::{DoomLoopGuard, Redactor, Tool, ToolRegistry};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -55,6 +56,11 @@ pub(super) struct Run<'a> {
     /// A registry holding only the `history` tool, offered after compaction.
     pub(super) history_registry: Arc<ToolRegistry>,
     pub(super) compacted: bool,
+    /// Consecutive identical failures (SPEC F10).
+    pub(super) doom: DoomLoopGuard,
+    pub(super) pending_reminder: Option<(String, u32)>,
+    pub(super) doom_stop: Option<String>,
+    redactor: Redactor,
 }
 
 impl<'a> Run<'a> {
@@ -172,6 +178,10 @@ impl<'a> Run<'a> {
             archive,
             history_registry,
             compacted,
+            doom: DoomLoopGuard::new(cfg.doom_loop.threshold, cfg.doom_loop.extra_repeats),
+            pending_reminder: None,
+            doom_stop: None,
+            redactor: Redactor::new().with_secrets(cfg.secrets.iter().cloned()),
         }
     }
 
@@ -265,10 +275,17 @@ impl<'a> Run<'a> {
             }
 
             if !response.tool_calls.is_empty() {
-                if let Some(why) = self.run_calls(step, &response).await? {
-                    return self.finish_interrupted(why);
+                match self.run_calls(step, &response).await? {
+                    CallsOutcome::Continue => continue,
+                    CallsOutcome::Interrupted(why) => return self.finish_interrupted(why),
+                    CallsOutcome::DoomLoop(basis) => {
+                        return self.finish(
+                            TerminalState::Incomplete,
+                            TerminalReason::DoomLoop,
+                            basis,
+                        )
+                    }
                 }
-                continue;
             }
 
             if response.finish == FinishKind::ToolUse {
@@ -505,9 +522,21 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Scrub configured secret values from text the run is about to keep.
+    /// Scrub secrets from a JSON value (arguments shown in events).
+    pub(super) fn redact_json(&self, value: &serde_json::Value) -> serde_json::Value {
+        let text = value.to_string();
+        let redacted = self.redact(&text);
+        if redacted == text {
+            return value.clone();
+        }
+        serde_json::from_str(&redacted).unwrap_or(serde_json::Value::String(redacted))
+    }
+
+    /// Scrub secrets — configured values (API keys) and anything shaped
+    /// like a key, token or webhook — from text the run is about to keep or
+    /// send (SPEC F8). Never shortens: length limits are applied elsewhere.
     pub(super) fn redact(&self, text: &str) -> String {
-        crate::redact_secrets(text, &self.cfg.secrets)
+        self.redactor.redact_to(text, usize::MAX)
     }
 }
 

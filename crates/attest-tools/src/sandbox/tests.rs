@@ -296,6 +296,25 @@ async fn the_workspace_and_tmpdir_stay_writable() {
 }
 
 #[tokio::test]
+async fn a_dropped_call_still_kills_the_sandboxed_command() {
+    if nothing_to_test() {
+        return;
+    }
+    for (caps, mechanism) in mechanisms() {
+        let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
+        let run = f.run("sleep 1; touch marker");
+        let cancelled = tokio::time::timeout(std::time::Duration::from_millis(300), run).await;
+        assert!(cancelled.is_err(), "{}", f.label);
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        assert!(
+            !f.ws.join("marker").exists(),
+            "{}: the command outlived its call",
+            f.label
+        );
+    }
+}
+
+#[tokio::test]
 async fn read_only_mode_refuses_workspace_writes() {
     if nothing_to_test() {
         return;
