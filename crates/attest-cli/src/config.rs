@@ -25,6 +25,9 @@ pub struct ConfigFile {
     pub safety: SafetySection,
     #[serde(default)]
     pub tools: Vec<CommandToolConfig>,
+    /// Tool allow-lists by profile name.
+    #[serde(default)]
+    pub profiles: std::collections::BTreeMap<String, Profile>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -35,6 +38,19 @@ pub struct RunSection {
     pub max_corrections: Option<u32>,
     pub stream: Option<bool>,
     pub timeout_secs: Option<u64>,
+    /// Reasoning content: `strip` (default), `keep` or `budget`.
+    pub reasoning: Option<String>,
+    /// With `reasoning = "budget"`: tokens kept per response (default 1024).
+    pub max_reasoning_tokens: Option<usize>,
+    /// The profile used when `--profile` is not given.
+    pub profile: Option<String>,
+}
+
+/// A named tool surface (SPEC D7): the tools a profile may see.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub tools: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

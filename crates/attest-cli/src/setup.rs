@@ -7,7 +7,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use attest_core::context::skills::SkillCatalog;
 use attest_core::context::workspace_files::{FileLimits, WorkspaceFiles};
 use attest_core::{
-    Approver, ContextLayer, DoomLoopLimits, Engine, RetryPolicy, RunConfig, StaticApprover,
+    Approver, ContextLayer, DoomLoopLimits, Engine, ReasoningPolicy, RetryPolicy, RunConfig,
+    StaticApprover,
 };
 use attest_protocol::{CompletionContract, ContractKind};
 use attest_providers::http::{HttpProvider, HttpProviderConfig, WireFormat};
@@ -118,6 +119,9 @@ pub struct EngineArgs {
     /// Wall-clock limit for the whole run, in seconds.
     #[arg(long)]
     pub timeout: Option<u64>,
+    /// Tool profile from `[profiles.NAME]` in attest.toml: only its tools are offered.
+    #[arg(long)]
+    pub profile: Option<String>,
     /// Print one JSON event per line on stdout instead of human output.
     #[arg(long)]
     pub json: bool,
@@ -378,6 +382,9 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
         });
     }
     let mut registry = build_registry(&file, &workspace, !catalog.is_empty())?;
+    if let Some(name) = args.profile.as_ref().or(file.run.profile.as_ref()) {
+        registry = apply_profile(registry, &file, name)?;
+    }
     let safety = install_safety(&file, &mut registry, &workspace, &secrets)?;
 
     let expect = match (args.expect, file.run.expect.as_deref()) {
@@ -422,6 +429,16 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
     cfg.timeout = timeout_secs.map(Duration::from_secs);
     cfg.retry = retry_policy(&file);
     cfg.secrets = secrets;
+    cfg.reasoning = match file.run.reasoning.as_deref() {
+        None | Some("strip") => ReasoningPolicy::Strip,
+        Some("keep") => ReasoningPolicy::Keep,
+        Some("budget") => ReasoningPolicy::Budget {
+            max_tokens: file.run.max_reasoning_tokens.unwrap_or(1024),
+        },
+        Some(other) => {
+            bail!("[run] reasoning = \"{other}\": expected strip, keep or budget{config_note}")
+        }
+    };
     cfg.context_layers = context_layers;
 
     let approval = args.approval.unwrap_or(ApprovalMode::Deny);
@@ -478,6 +495,29 @@ fn retry_policy(file: &ConfigFile) -> RetryPolicy {
             .map(Duration::from_millis)
             .unwrap_or(defaults.max_backoff),
     }
+}
+
+/// Keep only the profile's tools (SPEC D7).
+fn apply_profile(registry: ToolRegistry, file: &ConfigFile, name: &str) -> Result<ToolRegistry> {
+    let profile = file.profiles.get(name).ok_or_else(|| {
+        anyhow!(
+            "no profile `{name}` in [profiles] (defined: {})",
+            file.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    let names = registry.names();
+    if let Some(unknown) = profile.tools.iter().find(|t| !names.contains(t)) {
+        bail!(
+            "profile `{name}` names unknown tool `{unknown}` (available: {})",
+            names.join(", ")
+        );
+    }
+    let kept: Vec<Arc<dyn Tool>> = names
+        .iter()
+        .filter(|n| profile.tools.contains(n))
+        .filter_map(|n| registry.get(n).cloned())
+        .collect();
+    Ok(ToolRegistry::new(kept)?)
 }
 
 fn build_registry(

@@ -131,3 +131,38 @@ async fn assembled_request_snapshots() {
         insta::assert_json_snapshot!(name, request);
     }
 }
+
+#[tokio::test]
+async fn a_profile_narrows_the_tool_surface() {
+    let v = VARIANTS[1];
+    let ws = TestWorkspace::new();
+    ws.append_config("[profiles.reader]\ntools = [\"read_file\", \"grep\"]\n");
+    let model = MockModel::start(
+        v,
+        vec![
+            Turn::tool("shell", json!({"command": "ls"})),
+            Turn::text("done"),
+        ],
+    )
+    .await;
+    let r = run_attest(&model, &ws, &["--profile", "reader", "List files"]).await;
+    model.assert_valid();
+    let tools: Vec<String> = model.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tools, ["read_file", "grep"]);
+    // A tool outside the profile is unknown to the run, whatever the model asks.
+    assert_eq!(
+        r.done()["receipts"][0]["status"],
+        "unknown_tool",
+        "{}",
+        r.describe()
+    );
+
+    let bad = run_attest(&model, &ws, &["--profile", "nope", "x"]).await;
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("no profile `nope`"), "{}", bad.stderr);
+}

@@ -35,7 +35,8 @@ pub mod state;
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, StaticApprover};
 pub use engine::{
     new_id, prefix_hash, CompactionPolicy, ContextLayer, DoomLoopLimits, Engine, EngineError,
-    Observer, ResumeState, RetryPolicy, RunConfig, RunOutcome, HISTORY_TOOL, SUMMARY_HEADER,
+    Observer, ReasoningPolicy, ResumeState, RetryPolicy, RunConfig, RunOutcome, HISTORY_TOOL,
+    SUMMARY_HEADER,
 };
 pub use forgery::detect_forged_observation;
 pub use judge::{judge, Attempt, Judgement};

@@ -373,3 +373,36 @@ async fn compaction_is_declared_keeps_pairs_whole_and_archived_evidence_is_retri
     assert!(lookup.contains("line 0119 of the big file"), "{lookup}");
     assert!(lookup.contains("call read_0: read_file"), "{lookup}");
 }
+
+#[tokio::test]
+async fn reasoning_is_kept_only_as_the_policy_says_and_never_sent_as_text() {
+    for (policy, expect_kept) in [
+        (attest_core::ReasoningPolicy::Strip, false),
+        (attest_core::ReasoningPolicy::Keep, true),
+    ] {
+        let h = harness(
+            r#"[{"text":"Reading.","reasoning":"I should read notes.txt first.","tool_calls":[{"name":"read_file","arguments":{"path":"notes.txt"}}]},
+                {"text":"42.","reasoning":"The file says 42."}]"#,
+            false,
+        );
+        let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+        cfg.reasoning = policy;
+        let mut log = MemoryRunLog::default();
+        let mut observer = |_e: &Event| {};
+        let outcome = h
+            .engine
+            .run(
+                "What does notes.txt say?",
+                &cfg,
+                &mut log,
+                &mut observer,
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome.state, TerminalState::Completed);
+        let kept = log.entries.iter().any(|e| matches!(e,
+            LogEntry::Item { item: TranscriptItem::AssistantOutput { reasoning: Some(r), .. } } if r.contains("read notes.txt first")));
+        assert_eq!(kept, expect_kept, "{policy:?}");
+    }
+}

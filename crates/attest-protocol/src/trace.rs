@@ -1,6 +1,5 @@
 use crate::{
-    MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind, TerminalReason,
-    TerminalState,
+    MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind, TerminalReason, TerminalState,
 };
 use serde::{Deserialize, Serialize};
 

@@ -2,9 +2,7 @@
 
 use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
 use crate::{Store, StoreError, SCHEMA_VERSION};
-use attest_protocol::{
-    EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem,
-};
+use attest_protocol::{EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;

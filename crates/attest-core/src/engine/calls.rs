@@ -37,7 +37,11 @@ impl Run<'_> {
             let text = self.redact(&response.text);
             self.push(TranscriptItem::AssistantOutput {
                 text: text.clone(),
-                reasoning: None,
+                reasoning: self
+                    .cfg
+                    .reasoning
+                    .apply(response.reasoning.as_deref())
+                    .map(|r| self.redact(&r)),
                 phase: AssistantPhase::Commentary,
             })?;
             self.state.on_commentary(&text, &format!("step_{step}"));

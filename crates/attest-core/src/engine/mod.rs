@@ -91,6 +91,52 @@ pub struct RunConfig {
     pub doom_loop: DoomLoopLimits,
     /// Live display of streamed answer text (`attest chat`); not logged.
     pub text_sink: Option<TextSink>,
+    /// What happens to the model's reasoning content (SPEC D6).
+    pub reasoning: ReasoningPolicy,
+}
+
+/// How reasoning content ("thinking") is kept (SPEC D6). It is never sent
+/// back to a provider: OpenAI-compatible servers such as DeepSeek reject it
+/// in input, and Anthropic requires signed thinking blocks attest does not
+/// replay. The policy decides what the transcript (and so budgets, traces
+/// and compaction) holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReasoningPolicy {
+    /// Drop it (default): the answer and the receipts are what count.
+    #[default]
+    Strip,
+    /// Keep it whole in the transcript.
+    Keep,
+    /// Keep its last `max_tokens` tokens.
+    Budget { max_tokens: usize },
+}
+
+impl ReasoningPolicy {
+    /// The reasoning to store for one response under this policy.
+    pub fn apply(self, reasoning: Option<&str>) -> Option<String> {
+        let text = reasoning.filter(|r| !r.trim().is_empty())?;
+        match self {
+            ReasoningPolicy::Strip => None,
+            ReasoningPolicy::Keep => Some(text.to_string()),
+            ReasoningPolicy::Budget { max_tokens } => {
+                if crate::state::count_tokens(text) <= max_tokens {
+                    return Some(text.to_string());
+                }
+                // Keep the end: the conclusion is where reasoning lands.
+                let mut start = text.len();
+                for (i, _) in text.char_indices().rev() {
+                    if crate::state::count_tokens(&text[i..]) > max_tokens {
+                        break;
+                    }
+                    start = i;
+                }
+                Some(format!(
+                    "[earlier reasoning cut to {max_tokens} tokens] {}",
+                    &text[start..]
+                ))
+            }
+        }
+    }
 }
 
 /// Doom-loop thresholds (SPEC F10, seed 004).
@@ -141,6 +187,7 @@ impl RunConfig {
             context_layers: Vec::new(),
             doom_loop: DoomLoopLimits::default(),
             text_sink: None,
+            reasoning: ReasoningPolicy::default(),
         }
     }
 }
@@ -324,6 +371,22 @@ pub fn prefix_hash(system: &str, tools: &[ToolSpec]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasoning_policy_strips_keeps_or_budgets() {
+        let long = "step ".repeat(400) + "so the answer is 42";
+        assert_eq!(ReasoningPolicy::Strip.apply(Some("x")), None);
+        assert_eq!(
+            ReasoningPolicy::Keep.apply(Some("why")).as_deref(),
+            Some("why")
+        );
+        let cut = ReasoningPolicy::Budget { max_tokens: 20 }
+            .apply(Some(&long))
+            .unwrap();
+        assert!(cut.ends_with("so the answer is 42"), "{cut}");
+        assert!(crate::state::count_tokens(&cut) < 40, "{cut}");
+        assert_eq!(ReasoningPolicy::Keep.apply(Some("  ")), None);
+    }
 
     #[test]
     fn backoff_doubles_honours_retry_after_and_is_capped() {

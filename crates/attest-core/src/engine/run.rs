@@ -318,7 +318,11 @@ impl<'a> Run<'a> {
             let text = self.redact(&response.text);
             self.push(TranscriptItem::AssistantOutput {
                 text: text.clone(),
-                reasoning: None,
+                reasoning: self
+                    .cfg
+                    .reasoning
+                    .apply(response.reasoning.as_deref())
+                    .map(|r| self.redact(&r)),
                 phase: AssistantPhase::Answer,
             })?;
             self.last_answer = Some(text);

@@ -259,7 +259,9 @@ pub fn appears_in(value: &Value, haystack: &str) -> bool {
                 .chars()
                 .nth(1)
                 .is_some_and(|c| c.is_ascii_digit());
-        !(first_word && glued(before)) && !(last_word && glued(after)) && !number_continues
+        let glued_before = first_word && glued(before);
+        let glued_after = last_word && glued(after);
+        !(glued_before || glued_after || number_continues)
     })
 }
 
