@@ -188,6 +188,7 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
         prepared.provider_label
     );
     let mut last_run: Option<String> = None;
+    let mut compact_next = false;
     let streamed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     loop {
         print!("{PROMPT}");
@@ -200,7 +201,12 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
             "" => continue,
             "/exit" | "/quit" => break,
             "/help" => {
-                println!("/exit  leave\n/trace  how the last turn went\n/approvals  approval decisions so far");
+                println!("/exit  leave\n/trace  how the last turn went\n/approvals  approval decisions so far\n/compact  compact the session's history before the next turn");
+                continue;
+            }
+            "/compact" => {
+                compact_next = true;
+                println!("the next turn starts with the session's history compacted (a declared reset point)");
                 continue;
             }
             "/approvals" => {
@@ -230,6 +236,7 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
             _ => {}
         }
         let mut cfg = prepared.cfg.clone();
+        cfg.force_compaction = std::mem::take(&mut compact_next);
         streamed.store(false, std::sync::atomic::Ordering::Relaxed);
         let flag = Arc::clone(&streamed);
         cfg.text_sink = Some(TextSink(Arc::new(move |delta: &str| {

@@ -44,6 +44,8 @@ pub struct RunSection {
     pub max_reasoning_tokens: Option<usize>,
     /// The profile used when `--profile` is not given.
     pub profile: Option<String>,
+    /// With more tools than this, the rest are found via `tool_search` (default 24).
+    pub defer_tools_after: Option<usize>,
 }
 
 /// A named tool surface (SPEC D7): the tools a profile may see.

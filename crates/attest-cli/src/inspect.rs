@@ -265,6 +265,12 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
                 "  protocol violation {kind:?}: raw output kept as {raw} (`attest trace --raw`)"
             )
         }
+        TraceRecord::CacheReset { reset_point, .. } => format!(
+            "  cache reset ({:?}): prefix {} → {}",
+            reset_point.reason,
+            &reset_point.prefix_hash_before[..reset_point.prefix_hash_before.len().min(12)],
+            &reset_point.prefix_hash_after[..reset_point.prefix_hash_after.len().min(12)]
+        ),
         TraceRecord::Terminal {
             state,
             reason,

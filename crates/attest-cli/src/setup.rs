@@ -429,6 +429,9 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
     cfg.timeout = timeout_secs.map(Duration::from_secs);
     cfg.retry = retry_policy(&file);
     cfg.secrets = secrets;
+    if let Some(n) = file.run.defer_tools_after {
+        cfg.defer_tools_after = Some(n);
+    }
     cfg.reasoning = match file.run.reasoning.as_deref() {
         None | Some("strip") => ReasoningPolicy::Strip,
         Some("keep") => ReasoningPolicy::Keep,

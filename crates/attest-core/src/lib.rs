@@ -36,7 +36,7 @@ pub use approval::{ApprovalDecision, ApprovalRequest, Approver, StaticApprover};
 pub use engine::{
     new_id, prefix_hash, CompactionPolicy, ContextLayer, DoomLoopLimits, Engine, EngineError,
     Observer, ReasoningPolicy, ResumeState, RetryPolicy, RunConfig, RunOutcome, HISTORY_TOOL,
-    SUMMARY_HEADER,
+    SUMMARY_HEADER, TOOL_SEARCH,
 };
 pub use forgery::detect_forged_observation;
 pub use judge::{judge, Attempt, Judgement};

@@ -406,3 +406,185 @@ async fn reasoning_is_kept_only_as_the_policy_says_and_never_sent_as_text() {
         assert_eq!(kept, expect_kept, "{policy:?}");
     }
 }
+
+#[tokio::test]
+async fn manual_compaction_summarizes_earlier_turns_before_the_first_request() {
+    let h = harness(
+        r#"[{"text":"You asked about notes.txt; it said 42."}]"#,
+        false,
+    );
+    let earlier = vec![
+        TranscriptItem::UserInput {
+            text: "What does notes.txt say?".into(),
+        },
+        TranscriptItem::ToolCall {
+            call_id: "old_1".into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"notes.txt"}"#.into(),
+        },
+        TranscriptItem::ToolResult {
+            call_id: "old_1".into(),
+            name: "read_file".into(),
+            status: attest_protocol::ReceiptStatus::Ok,
+            output: "the answer is 42".into(),
+            receipt: None,
+        },
+        TranscriptItem::AssistantOutput {
+            text: "It says 42.".into(),
+            reasoning: None,
+            phase: attest_protocol::AssistantPhase::Answer,
+        },
+    ];
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Answer));
+    cfg.prior_history = earlier;
+    cfg.force_compaction = true;
+    let mut log = MemoryRunLog::default();
+    let mut events = Vec::new();
+    let mut observer = |e: &Event| events.push(e.clone());
+    let outcome = h
+        .engine
+        .run(
+            "What did I ask?",
+            &cfg,
+            &mut log,
+            &mut observer,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed);
+    let compacted = events.iter().find_map(|e| match &e.body {
+        EventBody::Compacted { reset_point, .. } => Some(reset_point.clone()),
+        _ => None,
+    });
+    let reset = compacted.expect("a compaction event");
+    assert_eq!(
+        reset.reason,
+        attest_protocol::CacheResetReason::ManualCompaction
+    );
+    assert_eq!(reset.source_refs, vec!["old_1".to_string()]);
+    let first = &h.provider.requests()[0];
+    let summary = match &first.history[0] {
+        TranscriptItem::HarnessMessage {
+            kind: HarnessMessageKind::CompactionSummary,
+            text,
+        } => text.clone(),
+        other => panic!("expected the summary first, got {other:?}"),
+    };
+    assert!(
+        summary.contains("[old_1] read_file")
+            && summary.contains("user asked: What does notes.txt say?"),
+        "{summary}"
+    );
+    assert!(first.tools.iter().any(|t| t.name == "history"));
+    pairing::validate_strict(&first.history).unwrap();
+}
+
+/// A do-nothing observe tool, to make a large tool set.
+struct NamedTool(attest_protocol::ToolSpec);
+
+#[async_trait::async_trait]
+impl attest_tools::Tool for NamedTool {
+    fn spec(&self) -> &attest_protocol::ToolSpec {
+        &self.0
+    }
+    fn default_permission(&self) -> attest_protocol::Permission {
+        attest_protocol::Permission::Allow
+    }
+    async fn execute(
+        &self,
+        _args: serde_json::Value,
+        _ctx: &ToolContext,
+    ) -> attest_tools::ToolOutput {
+        attest_tools::ToolOutput::ok(
+            format!("{} ran", self.0.name),
+            attest_protocol::Evidence::default(),
+        )
+    }
+}
+
+#[tokio::test]
+async fn large_tool_sets_are_discovered_with_tool_search_and_the_change_is_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tools = builtin_tools();
+    for i in 0..30 {
+        let (name, description) = if i == 17 {
+            (
+                "fetch_weather".to_string(),
+                "Fetch the weather forecast for a city".to_string(),
+            )
+        } else {
+            (format!("tool_{i}"), format!("Does task number {i}"))
+        };
+        tools.push(Arc::new(NamedTool(attest_protocol::ToolSpec {
+            name,
+            description,
+            parameters: serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            effect: attest_protocol::EffectClass::Observe,
+        })));
+    }
+    let provider = Arc::new(
+        ScriptedProvider::from_text(
+            r#"[{"tool_calls":[{"name":"fetch_weather","arguments":{}}]},
+                {"tool_calls":[{"name":"tool_search","arguments":{"query":"weather forecast"}}]},
+                {"tool_calls":[{"name":"fetch_weather","arguments":{}}]},
+                {"text":"Sunny."}]"#,
+        )
+        .unwrap(),
+    );
+    let engine = Engine::new(
+        provider.clone() as Arc<dyn ModelProvider>,
+        Arc::new(ToolRegistry::new(tools).unwrap()),
+        ToolContext::new(Workspace::new(dir.path()).unwrap()),
+        Arc::new(StaticApprover::deny()),
+    );
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.defer_tools_after = Some(6);
+    let mut log = MemoryRunLog::default();
+    let mut observer = |_e: &Event| {};
+    let outcome = engine
+        .run(
+            "Weather in Paris?",
+            &cfg,
+            &mut log,
+            &mut observer,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed, "{}", outcome.basis);
+    let statuses: Vec<&str> = outcome.receipts.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["unknown_tool", "ok", "ok"]);
+    let requests = provider.requests();
+    let names = |i: usize| {
+        requests[i]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(0).len(), 7, "{:?}", names(0));
+    assert_eq!(names(0).last().unwrap(), "tool_search");
+    assert!(!names(1).contains(&"fetch_weather".to_string()));
+    assert!(
+        names(2).contains(&"fetch_weather".to_string()),
+        "{:?}",
+        names(2)
+    );
+    let resets = log
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                LogEntry::Trace {
+                    trace: attest_protocol::TraceRecord::CacheReset { .. }
+                }
+            )
+        })
+        .count();
+    assert_eq!(
+        resets, 1,
+        "exactly one declared reset: when fetch_weather joined"
+    );
+}

@@ -111,11 +111,7 @@ pub enum EventBody {
     },
     /// A harness reminder was added as the latest user-role message
     /// (doom loop: the same call failed the same way repeatedly).
-    ReminderInjected {
-        step: u32,
-        text: String,
-        count: u32,
-    },
+    ReminderInjected { step: u32, text: String, count: u32 },
     ProviderRetry {
         step: u32,
         attempt: u32,

@@ -1,5 +1,6 @@
 use crate::{
-    MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind, TerminalReason, TerminalState,
+    CacheResetPoint, MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind,
+    TerminalReason, TerminalState,
 };
 use serde::{Deserialize, Serialize};
 
@@ -70,6 +71,12 @@ pub enum TraceRecord {
         step: u32,
         kind: ProtocolErrorKind,
         raw: String,
+    },
+    /// The prompt prefix changed outside a compaction (tools found by
+    /// `tool_search`): a declared reset point.
+    CacheReset {
+        step: u32,
+        reset_point: CacheResetPoint,
     },
     /// The terminal decision and its basis.
     Terminal {

@@ -139,11 +139,22 @@ impl Run<'_> {
     /// retry budget), execute, and record one call; then feed the doom-loop
     /// guard.
     async fn execute_call(&mut self, step: u32, call: &ParsedCall) -> Result<(), EngineError> {
-        let registry = if call.name == super::HISTORY_TOOL && self.compacted {
-            Arc::clone(&self.history_registry)
+        let internal = (call.name == super::HISTORY_TOOL && self.compacted)
+            || (call.name == super::TOOL_SEARCH && !self.deferred.is_empty());
+        let registry = if internal {
+            Arc::clone(&self.internal_registry)
         } else {
             Arc::clone(&self.engine.registry)
         };
+        if self.is_hidden(&call.name) {
+            let reason = format!(
+                "tool `{}` is not loaded yet; find it with `{}` first",
+                call.name,
+                super::TOOL_SEARCH
+            );
+            self.record_refusal(step, call, ReceiptStatus::UnknownTool, &reason)?;
+            return self.watch_doom_loop(step, &call.name, None, false);
+        }
         let prepared = match registry.prepare(&call.name, &call.arguments) {
             Ok(p) => p,
             Err(e) => {

@@ -161,7 +161,13 @@ impl Run<'_> {
     fn cut_point(&self, start: usize, keep_recent: usize) -> Option<usize> {
         let mut tail_tokens = 0usize;
         let mut best = None;
-        for i in (start + 1..self.items.len()).rev() {
+        // Before any compaction, earlier turns alone are worth covering.
+        let lowest = if self.latest_compaction().is_none() && !self.cfg.prior_history.is_empty() {
+            start
+        } else {
+            start + 1
+        };
+        for i in (lowest..self.items.len()).rev() {
             tail_tokens += count_tokens(&serde_json::to_string(&self.items[i]).unwrap_or_default());
             if tail_tokens > keep_recent {
                 break;
@@ -172,7 +178,7 @@ impl Run<'_> {
         }
         best.or_else(|| {
             // Even the newest block is over the keep budget: cut just before it.
-            (start + 1..self.items.len())
+            (lowest..self.items.len())
                 .rev()
                 .find(|&i| self.is_clean_boundary(i))
         })

@@ -11,9 +11,11 @@ mod compaction;
 mod history_tool;
 mod model;
 mod run;
+mod tool_search;
 
 pub use compaction::{CompactionPolicy, SUMMARY_HEADER};
 pub use history_tool::HISTORY_TOOL;
+pub use tool_search::TOOL_SEARCH;
 
 use crate::approval::Approver;
 use crate::log::{LogError, RunLog};
@@ -93,6 +95,11 @@ pub struct RunConfig {
     pub text_sink: Option<TextSink>,
     /// What happens to the model's reasoning content (SPEC D6).
     pub reasoning: ReasoningPolicy,
+    /// Compact the history before the first request (`/compact`).
+    pub force_compaction: bool,
+    /// With more tools than this, the rest are found through `tool_search`
+    /// (SPEC D7); `None` offers every tool up front.
+    pub defer_tools_after: Option<usize>,
 }
 
 /// How reasoning content ("thinking") is kept (SPEC D6). It is never sent
@@ -188,6 +195,8 @@ impl RunConfig {
             doom_loop: DoomLoopLimits::default(),
             text_sink: None,
             reasoning: ReasoningPolicy::default(),
+            force_compaction: false,
+            defer_tools_after: Some(24),
         }
     }
 }

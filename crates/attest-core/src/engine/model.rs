@@ -6,7 +6,8 @@ use super::EngineError;
 use crate::forgery;
 use crate::state::{render_tail, TailBudget};
 use attest_protocol::{
-    ContextSource, EventBody, HarnessMessageKind, ProtocolErrorKind, TraceRecord, TranscriptItem,
+    CacheResetPoint, CacheResetReason, ContextSource, EventBody, HarnessMessageKind,
+    ProtocolErrorKind, TraceRecord, TranscriptItem,
 };
 use attest_providers::{pairing, ModelRequest, ModelResponse};
 use std::sync::Arc;
@@ -48,10 +49,27 @@ pub(super) enum ModelOutcome {
 
 impl Run<'_> {
     pub(super) async fn call_model(&mut self, step: u32) -> Result<ModelOutcome, EngineError> {
-        self.maybe_compact(step, false)?;
+        let forced = self.cfg.force_compaction && self.latest_compaction().is_none();
+        let compacted_now = self.maybe_compact(step, forced)?;
         let history = self.request_history();
         let tools = self.visible_tools();
         let prefix_hash = self.current_prefix_hash();
+        // Any other change of the prefix (tools found by tool_search) is
+        // declared too, so a cache miss is never unexplained (SPEC D5, E4).
+        if let Some(previous) = self.last_prefix.replace(prefix_hash.clone()) {
+            if previous != prefix_hash && !compacted_now {
+                self.trace(TraceRecord::CacheReset {
+                    step,
+                    reset_point: CacheResetPoint {
+                        reason: CacheResetReason::ToolSchemaChange,
+                        prefix_hash_before: previous,
+                        prefix_hash_after: prefix_hash.clone(),
+                        source_refs: tools.iter().map(|t| t.name.clone()).collect(),
+                        created_at: chrono::Utc::now(),
+                    },
+                })?;
+            }
+        }
         let mut normalized = pairing::normalize(&history);
         // The state snapshot goes last and is never logged (SPEC E3).
         let tail = self

@@ -3,6 +3,7 @@
 use super::calls::CallsOutcome;
 use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
+use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
 use super::{Engine, EngineError, RunConfig, RunOutcome};
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
@@ -53,8 +54,14 @@ pub(super) struct Run<'a> {
     pub(super) state: AgentState,
     /// Compacted originals by call id, for the `history` tool.
     pub(super) archive: Archive,
-    /// A registry holding only the `history` tool, offered after compaction.
-    pub(super) history_registry: Arc<ToolRegistry>,
+    /// The harness's own tools: `history` (after compaction) and
+    /// `tool_search` (when tools are deferred).
+    pub(super) internal_registry: Arc<ToolRegistry>,
+    /// Tools not offered until `tool_search` finds them (SPEC D7).
+    pub(super) deferred: Vec<ToolSpec>,
+    pub(super) activated: Activated,
+    /// The prefix hash of the previous request, to declare changes.
+    pub(super) last_prefix: Option<String>,
     pub(super) compacted: bool,
     /// Consecutive identical failures (SPEC F10).
     pub(super) doom: DoomLoopGuard,
@@ -75,7 +82,11 @@ impl<'a> Run<'a> {
         last_seq: u64,
         steps: u32,
     ) -> Self {
-        let tools = engine.registry.specs();
+        let mut tools = engine.registry.specs();
+        let deferred = match cfg.defer_tools_after {
+            Some(n) if tools.len() > n => tools.split_off(n),
+            _ => Vec::new(),
+        };
         // SPEC D1: the base invariants first, never overridable, then the layers.
         let mut system = base_system_prompt().to_string();
         for layer in cfg
@@ -147,12 +158,32 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        let history_registry = Arc::new(
-            ToolRegistry::new(vec![
-                Arc::new(HistoryTool::new(Arc::clone(&archive))) as Arc<dyn Tool>
-            ])
-            .expect("one uniquely named tool"),
-        );
+        // Deferred tools the model already found (a resumed run).
+        let activated: Activated = Default::default();
+        if let Ok(mut set) = activated.lock() {
+            for spec in &deferred {
+                let seen = items.iter().any(|i| match i {
+                    TranscriptItem::ToolCall { name, .. } => name == &spec.name,
+                    TranscriptItem::ToolResult { name, output, .. } => {
+                        name == TOOL_SEARCH && output.contains(&format!("{}:", spec.name))
+                    }
+                    _ => false,
+                });
+                if seen {
+                    set.insert(spec.name.clone());
+                }
+            }
+        }
+        let mut internal: Vec<Arc<dyn Tool>> =
+            vec![Arc::new(HistoryTool::new(Arc::clone(&archive)))];
+        if !deferred.is_empty() {
+            internal.push(Arc::new(ToolSearchTool::new(
+                deferred.clone(),
+                Arc::clone(&activated),
+            )));
+        }
+        let internal_registry =
+            Arc::new(ToolRegistry::new(internal).expect("uniquely named internal tools"));
         Run {
             engine,
             cfg,
@@ -176,7 +207,10 @@ impl<'a> Run<'a> {
             },
             state,
             archive,
-            history_registry,
+            internal_registry,
+            deferred,
+            activated,
+            last_prefix: None,
             compacted,
             doom: DoomLoopGuard::new(cfg.doom_loop.threshold, cfg.doom_loop.extra_repeats),
             pending_reminder: None,
@@ -373,13 +407,37 @@ impl<'a> Run<'a> {
         Ok(Some(outcome))
     }
 
-    /// The tools offered: the registry's, plus `history` once compacted.
+    /// The tools offered: the registry's (less the deferred ones not yet
+    /// found), plus `history` once compacted and `tool_search` while tools
+    /// are deferred. Order is stable, so the prefix changes only when the
+    /// set does.
     pub(super) fn visible_tools(&self) -> Vec<ToolSpec> {
         let mut tools = self.tools.clone();
+        if let Ok(activated) = self.activated.lock() {
+            tools.extend(
+                self.deferred
+                    .iter()
+                    .filter(|s| activated.contains(&s.name))
+                    .cloned(),
+            );
+        }
         if self.compacted {
             tools.push(history_spec());
         }
+        if !self.deferred.is_empty() {
+            tools.push(tool_search_spec(self.deferred.len()));
+        }
         tools
+    }
+
+    /// A deferred tool the model has not found yet.
+    pub(super) fn is_hidden(&self, name: &str) -> bool {
+        self.deferred.iter().any(|s| s.name == name)
+            && !self
+                .activated
+                .lock()
+                .map(|a| a.contains(name))
+                .unwrap_or(false)
     }
 
     /// Calls of this run that have no result yet (a crash mid-call).

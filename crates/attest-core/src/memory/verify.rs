@@ -5,15 +5,10 @@
 //! again.
 
 use crate::context::skills::SkillMeta;
+use crate::context::workspace_files::sha256_hex;
 use attest_protocol::{MemoryDecision, MemoryItem, MemoryProvenance, MemoryStatus};
 use attest_tools::Workspace;
-use sha2::{Digest, Sha256};
 use std::path::Path;
-
-/// Hex sha256, as receipts record it.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
 
 /// What the source says now.
 #[derive(Debug, Clone, PartialEq, Eq)]
