@@ -1,15 +1,15 @@
-//! Scrubbing configured secret values (API keys) from text before anything
-//! keeps it: transcript, events, trace, store.
+//! Scrubbing secrets before anything keeps or sends text: configured
+//! values (API keys) and anything shaped like a key, token or webhook
+//! (the patterns of [`attest_tools::Redactor`]).
 
-/// Replace every occurrence of each secret (of 4+ characters) by `[REDACTED]`.
+use attest_tools::Redactor;
+
+/// Redact `text` with the configured `secrets` and the key/token patterns.
+/// Never shortens the text otherwise.
 pub fn redact_secrets(text: &str, secrets: &[String]) -> String {
-    let mut out = text.to_string();
-    for secret in secrets.iter().filter(|s| s.len() >= 4) {
-        if out.contains(secret.as_str()) {
-            out = out.replace(secret.as_str(), "[REDACTED]");
-        }
-    }
-    out
+    Redactor::new()
+        .with_secrets(secrets.iter().cloned())
+        .redact_to(text, usize::MAX)
 }
 
 #[cfg(test)]
@@ -17,11 +17,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn replaces_every_occurrence_and_ignores_trivial_secrets() {
-        let secrets = vec!["sk-123456".to_string(), "ab".to_string()];
-        assert_eq!(
-            redact_secrets("a sk-123456 b sk-123456 ab", &secrets),
-            "a [REDACTED] b [REDACTED] ab"
+    fn replaces_configured_values_and_key_shaped_strings() {
+        let secrets = vec!["my-private-value-123".to_string()];
+        let out = redact_secrets(
+            "a my-private-value-123 b sk-live-abcdef0123456789",
+            &secrets,
         );
+        assert!(!out.contains("my-private-value-123"), "{out}");
+        assert!(!out.contains("sk-live-abcdef0123456789"), "{out}");
+        assert!(out.starts_with("a ") && out.contains(" b "), "{out}");
     }
 }

@@ -588,3 +588,64 @@ async fn large_tool_sets_are_discovered_with_tool_search_and_the_change_is_decla
         "exactly one declared reset: when fetch_weather joined"
     );
 }
+
+#[tokio::test]
+async fn the_compaction_summary_stays_within_its_budget_over_a_long_run() {
+    let mut responses: Vec<serde_json::Value> = (0..200)
+        .map(|_| serde_json::json!({"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}))
+        .collect();
+    responses.push(serde_json::json!({"text": "done"}));
+    let h = harness(&serde_json::Value::Array(responses).to_string(), false);
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.max_steps = 250;
+    cfg.compaction = attest_core::CompactionPolicy {
+        history_budget_tokens: 3_000,
+        keep_recent_tokens: 1_000,
+    };
+    let mut log = MemoryRunLog::default();
+    let mut observer = |_e: &Event| {};
+    let outcome = h
+        .engine
+        .run(
+            "List",
+            &cfg,
+            &mut log,
+            &mut observer,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed);
+    let summaries: Vec<&String> = log
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            LogEntry::Item {
+                item: TranscriptItem::Compaction { summary, .. },
+            } => Some(summary),
+            _ => None,
+        })
+        .collect();
+    assert!(!summaries.is_empty());
+    // Compaction is occasional, not every step, because the summary is bounded.
+    assert!(
+        summaries.len() < 40,
+        "{} compactions in 201 steps",
+        summaries.len()
+    );
+    for s in &summaries {
+        assert!(
+            attest_core::state::count_tokens(s) <= 800,
+            "summary of {} tokens",
+            attest_core::state::count_tokens(s)
+        );
+    }
+    assert!(
+        summaries
+            .last()
+            .unwrap()
+            .contains("older entries are archived"),
+        "{}",
+        summaries.last().unwrap()
+    );
+}

@@ -59,7 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| step | prompt tok | reused | evaluated | prompt s | prompt tok/s | generated | gen s | gen tok/s | result |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let file = "[package]\nname = \"attest-demo\"\nversion = \"0.3.1\"\nedition = \"2021\"\n\n[dependencies]\nserde = \"1\"\n";
-    let q = std::env::var("BENCH_QUESTION").unwrap_or_else(|_| "What does Cargo.toml say this package is called?".into());
+    let q = std::env::var("BENCH_QUESTION").unwrap_or_else(|_| "Read Cargo.toml and tell me the package name.".into());
     let mut h = vec![TranscriptItem::UserInput { text: q }];
     // Warm-up: the first forward pass repacks the weights; not counted.
     let r = p.complete(&request(&h)).await?;

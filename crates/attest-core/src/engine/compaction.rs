@@ -108,7 +108,12 @@ impl Run<'_> {
         };
         let run_part = &self.items[start..cut];
         let previous = self.latest_compaction().map(|(_, _, s)| s.to_string());
-        let summary = summarize(previous.as_deref(), prior, run_part);
+        let summary = summarize(
+            previous.as_deref(),
+            prior,
+            run_part,
+            policy.history_budget_tokens / 4,
+        );
         let covered: Vec<TranscriptItem> = prior.iter().chain(run_part).cloned().collect();
         let source_refs: Vec<String> = covered
             .iter()
@@ -225,14 +230,25 @@ impl Run<'_> {
 /// evidence (by call id), and the answers earlier turns accepted. No model
 /// narration, and none of this run's answers (they were not accepted, or
 /// the run would have ended).
+///
+/// The summary has its own budget (`max_tokens`): past it the oldest lines
+/// give way to a count, so repeated compaction cannot grow it without bound
+/// (the originals stay archived and retrievable by call id).
 fn summarize(
     previous: Option<&str>,
     prior: &[TranscriptItem],
     run_part: &[TranscriptItem],
+    max_tokens: usize,
 ) -> String {
-    let mut lines = vec![SUMMARY_HEADER.to_string()];
+    let mut lines: Vec<String> = Vec::new();
+    let mut omitted = 0usize;
     if let Some(prev) = previous {
-        lines.extend(prev.lines().skip(1).map(str::to_string));
+        for line in prev.lines().skip(1) {
+            match parse_omitted(line) {
+                Some(n) => omitted += n,
+                None => lines.push(line.to_string()),
+            }
+        }
     }
     let run_items = run_part
         .iter()
@@ -284,7 +300,33 @@ fn summarize(
             _ => {}
         }
     }
-    lines.join("\n")
+    // Drop the oldest lines until the summary fits its budget.
+    let mut start = 0;
+    let mut total: usize = lines.iter().map(|l| count_tokens(l) + 1).sum();
+    while total + count_tokens(SUMMARY_HEADER) > max_tokens && start < lines.len() {
+        total -= count_tokens(&lines[start]) + 1;
+        start += 1;
+    }
+    omitted += start;
+    let mut out = vec![SUMMARY_HEADER.to_string()];
+    if omitted > 0 {
+        out.push(format!(
+            "{OMITTED_PREFIX}{omitted} older entries are archived but not listed here)"
+        ));
+    }
+    out.extend(lines.drain(start..));
+    out.join("\n")
+}
+
+const OMITTED_PREFIX: &str = "- (";
+
+/// The count on an "N older entries" line of an earlier summary.
+fn parse_omitted(line: &str) -> Option<usize> {
+    let rest = line.strip_prefix(OMITTED_PREFIX)?;
+    let (n, tail) = rest.split_once(' ')?;
+    tail.starts_with("older entries")
+        .then(|| n.parse().ok())
+        .flatten()
 }
 
 fn clip(text: &str, max: usize) -> String {
