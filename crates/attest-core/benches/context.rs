@@ -1,0 +1,114 @@
+//! Context assembly per request at 100 / 1,000 / 5,000 transcript items:
+//! cross-turn history reduction, pairing normalization, the state tail and
+//! the OpenAI request body — the harness's own work before each model call.
+
+use attest_core::session_history;
+use attest_core::state::{render_tail, AgentState, TailBudget};
+use attest_protocol::{
+    AssistantPhase, EffectClass, Evidence, Receipt, ReceiptStatus, ToolSpec, TranscriptItem,
+    VerificationStatus,
+};
+use attest_providers::{openai, pairing, ModelRequest};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+
+fn receipt(i: usize) -> Receipt {
+    let now = chrono::Utc::now();
+    Receipt {
+        call_id: format!("c{i}"),
+        tool_name: "read_file".into(),
+        effect: EffectClass::Observe,
+        status: ReceiptStatus::Ok,
+        started_at: now,
+        finished_at: now,
+        input_fingerprint: format!("{i:064}"),
+        evidence: Evidence {
+            path: Some(format!("src/file_{i}.rs")),
+            sha256: Some("ab".repeat(32)),
+            size_bytes: Some(1200),
+            ..Evidence::default()
+        },
+        verification_status: VerificationStatus::Verified,
+        error: None,
+    }
+}
+
+/// `n` items: a user turn every 20 items, else commentary + call + result.
+fn transcript(n: usize) -> Vec<TranscriptItem> {
+    let mut items = Vec::with_capacity(n);
+    let mut i = 0;
+    while items.len() < n {
+        if i % 7 == 0 {
+            items.push(TranscriptItem::UserInput { text: format!("Question {i}: what does file {i} do?") });
+        }
+        items.push(TranscriptItem::AssistantOutput {
+            text: "Let me read it.".into(),
+            reasoning: None,
+            phase: AssistantPhase::Commentary,
+        });
+        items.push(TranscriptItem::ToolCall {
+            call_id: format!("c{i}"),
+            name: "read_file".into(),
+            arguments: format!(r#"{{"path":"src/file_{i}.rs"}}"#),
+        });
+        items.push(TranscriptItem::ToolResult {
+            call_id: format!("c{i}"),
+            name: "read_file".into(),
+            status: ReceiptStatus::Ok,
+            output: "fn main() { println!(\"hello\"); }\n".repeat(30),
+            receipt: Some(receipt(i)),
+        });
+        i += 1;
+    }
+    items.truncate(n);
+    items
+}
+
+fn tools() -> Vec<ToolSpec> {
+    (0..6)
+        .map(|i| ToolSpec {
+            name: format!("tool_{i}"),
+            description: "A tool with a short description.".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            effect: EffectClass::Observe,
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("context_assembly");
+    let tools = tools();
+    for n in [100usize, 1_000, 5_000] {
+        let items = transcript(n);
+        let mut state = AgentState::with_goal("Explain the project", "user_input");
+        for item in &items {
+            if let TranscriptItem::ToolResult { receipt: Some(r), .. } = item {
+                state.on_receipt(r, "{}", true);
+            }
+        }
+        group.bench_with_input(BenchmarkId::from_parameter(n), &items, |b, items| {
+            b.iter(|| {
+                let history = session_history(std::slice::from_ref(items));
+                let mut normalized = pairing::normalize(&history);
+                let tail = render_tail(&state, &TailBudget::default());
+                normalized.items.push(TranscriptItem::HarnessMessage {
+                    kind: attest_protocol::HarnessMessageKind::StateSnapshot,
+                    text: tail.text,
+                });
+                let request = ModelRequest {
+                    system: "system".into(),
+                    tools: tools.clone(),
+                    history: normalized.items,
+                    stream: true,
+                    max_tokens: 4096,
+                    temperature: None,
+                    stop: Vec::new(),
+                };
+                openai::build_body(&request, "m").to_string().len()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
