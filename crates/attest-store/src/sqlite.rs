@@ -111,6 +111,22 @@ impl SqliteStore {
         })
     }
 
+    /// Rows of one JSON column for a run, decoded in order.
+    fn json_rows<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        run_id: &str,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut stmt = self.conn.prepare(sql)?;
+        let bodies: Vec<String> = stmt
+            .query_map([run_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        bodies
+            .iter()
+            .map(|b| serde_json::from_str(b).map_err(StoreError::from))
+            .collect()
+    }
+
     fn store_artifact(
         &self,
         run_id: &str,
@@ -304,28 +320,20 @@ impl Store for SqliteStore {
     }
 
     fn entries(&self, run_id: &str) -> Result<Vec<LogEntry>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT body FROM entries WHERE run_id = ?1 ORDER BY id")?;
-        let bodies: Vec<String> = stmt
-            .query_map([run_id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        bodies
-            .iter()
-            .map(|b| serde_json::from_str(b).map_err(StoreError::from))
-            .collect()
+        self.json_rows(
+            "SELECT body FROM entries WHERE run_id = ?1 ORDER BY id",
+            run_id,
+        )
     }
 
     fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT body FROM entries WHERE run_id = ?1 AND kind = 'item' ORDER BY id")?;
-        let bodies: Vec<String> = stmt
-            .query_map([run_id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        let mut items = Vec::with_capacity(bodies.len());
-        for body in bodies {
-            match serde_json::from_str::<LogEntry>(&body)? {
+        let entries: Vec<LogEntry> = self.json_rows(
+            "SELECT body FROM entries WHERE run_id = ?1 AND kind = 'item' ORDER BY id",
+            run_id,
+        )?;
+        let mut items = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match entry {
                 LogEntry::Item { item } => items.push(item),
                 _ => {
                     return Err(StoreError::Corrupt(format!(
@@ -338,16 +346,10 @@ impl Store for SqliteStore {
     }
 
     fn archived(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT item FROM archive WHERE run_id = ?1 ORDER BY id")?;
-        let bodies: Vec<String> = stmt
-            .query_map([run_id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        bodies
-            .iter()
-            .map(|b| serde_json::from_str(b).map_err(StoreError::from))
-            .collect()
+        self.json_rows(
+            "SELECT item FROM archive WHERE run_id = ?1 ORDER BY id",
+            run_id,
+        )
     }
 
     fn artifacts(&self, run_id: &str) -> Result<Vec<Artifact>, StoreError> {
