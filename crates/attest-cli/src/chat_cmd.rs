@@ -5,7 +5,7 @@
 
 use crate::inspect::timeline;
 use crate::output::Output;
-use crate::run_cmd::{earlier_turns, exit_code};
+use crate::run_cmd::{earlier_turns, exit_code, remember};
 use crate::setup::{prepare_with, EngineArgs};
 use crate::store_log::{open_store, StoreLog};
 use anyhow::Result;
@@ -235,6 +235,9 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
             }
             _ => {}
         }
+        // Memory is retrieved for each turn's own prompt.
+        prepared.cfg.context_layers.retain(|l| l.name != "memory");
+        let memory_decisions = prepared.add_memory_layer(&mut store, input);
         let mut cfg = prepared.cfg.clone();
         cfg.force_compaction = std::mem::take(&mut compact_next);
         streamed.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -290,6 +293,7 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
                 state => println!("[{state}: {}] {}", outcome.reason, outcome.basis),
             }
         }
+        remember(&prepared, &mut store, &result, memory_decisions);
         // Errors are reported; the chat goes on.
         let _ = exit_code(result);
         last_run = Some(cfg.run_id.clone());

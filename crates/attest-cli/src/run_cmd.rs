@@ -142,7 +142,7 @@ async fn start_resume(args: ResumeArgs) -> Result<u8> {
 /// Memory consolidation after a run that ended (SPEC G2): what it learned
 /// goes through the gate, every decision into its trace. A memory failure
 /// never changes the run's outcome or exit code.
-fn remember(
+pub(crate) fn remember(
     prepared: &Prepared,
     store: &mut SqliteStore,
     result: &Result<RunOutcome, EngineError>,

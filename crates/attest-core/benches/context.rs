@@ -38,7 +38,9 @@ fn transcript(n: usize) -> Vec<TranscriptItem> {
     let mut i = 0;
     while items.len() < n {
         if i % 7 == 0 {
-            items.push(TranscriptItem::UserInput { text: format!("Question {i}: what does file {i} do?") });
+            items.push(TranscriptItem::UserInput {
+                text: format!("Question {i}: what does file {i} do?"),
+            });
         }
         items.push(TranscriptItem::AssistantOutput {
             text: "Let me read it.".into(),
@@ -81,7 +83,10 @@ fn bench(c: &mut Criterion) {
         let items = transcript(n);
         let mut state = AgentState::with_goal("Explain the project", "user_input");
         for item in &items {
-            if let TranscriptItem::ToolResult { receipt: Some(r), .. } = item {
+            if let TranscriptItem::ToolResult {
+                receipt: Some(r), ..
+            } = item
+            {
                 state.on_receipt(r, "{}", true);
             }
         }
