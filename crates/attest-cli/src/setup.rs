@@ -557,7 +557,7 @@ fn local_provider(
 ) -> Result<(Arc<dyn ModelProvider>, String)> {
     use attest_local::fetch::{ensure_model, known_model, FetchOptions, QWEN25_CODER_1_5B};
     use attest_local::{LocalConfig, LocalProvider};
-    use std::io::Write as _;
+    use std::io::{IsTerminal as _, Write as _};
 
     let explicit = args
         .model_path
@@ -614,10 +614,10 @@ fn local_provider(
         _ => load(),
     }
     .with_context(|| format!("loading {}", path.display()))?;
-    let provider = if args.json {
+    let provider = if args.json || !std::io::stderr().is_terminal() {
         provider
     } else {
-        // Human output: the model's text as it is generated, on stderr.
+        // Human output on a terminal: the model's text as it is generated.
         provider.with_token_sink(Arc::new(|t: &str| {
             let mut err = std::io::stderr().lock();
             let _ = err.write_all(t.as_bytes());

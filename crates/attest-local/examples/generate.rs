@@ -6,7 +6,9 @@ use std::sync::atomic::AtomicBool;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).ok_or("usage: generate MODEL.gguf PROMPT [MAX_NEW]")?;
+    let path = args
+        .get(1)
+        .ok_or("usage: generate MODEL.gguf PROMPT [MAX_NEW]")?;
     let prompt = args.get(2).cloned().unwrap_or_else(|| "Say hello.".into());
     let max_new: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
     let mut m = LocalModel::load(path.as_ref(), &LoadOptions::default())?;
@@ -17,10 +19,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let ids = m.tokenize(&text)?;
     eprintln!("prompt: {} tokens {:?}\n{:?}", ids.len(), text, ids);
-    let g = m.generate(&ids, &GenerateParams { max_new_tokens: max_new, ..Default::default() }, &mut |t| eprint!("{t}"), &AtomicBool::new(false))?;
+    let g = m.generate(
+        &ids,
+        &GenerateParams {
+            max_new_tokens: max_new,
+            ..Default::default()
+        },
+        &mut |t| eprint!("{t}"),
+        &AtomicBool::new(false),
+    )?;
     eprintln!();
     println!("{}", g.text);
-    eprintln!("finish {:?}; prompt {} tok in {:?} ({:.1} tok/s); gen {} tok in {:?} ({:.1} tok/s)",
-        g.finish, g.evaluated_tokens, g.prompt_time, g.prompt_tps(), g.generated_tokens, g.generation_time, g.generation_tps());
+    eprintln!(
+        "finish {:?}; prompt {} tok in {:?} ({:.1} tok/s); gen {} tok in {:?} ({:.1} tok/s)",
+        g.finish,
+        g.evaluated_tokens,
+        g.prompt_time,
+        g.prompt_tps(),
+        g.generated_tokens,
+        g.generation_time,
+        g.generation_tps()
+    );
     Ok(())
 }

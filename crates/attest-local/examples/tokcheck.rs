@@ -10,9 +10,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut same = 0;
     for (text, want) in &refs {
         let got = tok.encode(text)?;
-        if &got == want { same += 1; } else { println!("DIFF {text:?}\n  ours {got:?}\n  ref  {want:?}"); }
+        if &got == want {
+            same += 1;
+        } else {
+            println!("DIFF {text:?}\n  ours {got:?}\n  ref  {want:?}");
+        }
         let back = tok.decode(&got)?;
-        if &back != text { println!("ROUNDTRIP {text:?} -> {back:?}"); }
+        if &back != text {
+            println!("ROUNDTRIP {text:?} -> {back:?}");
+        }
     }
     println!("{same} of {} match", refs.len());
     Ok(())

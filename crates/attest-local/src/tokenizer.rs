@@ -35,7 +35,10 @@ impl GgufTokenizer {
     pub fn from_gguf(gguf: &GgufFile) -> Result<GgufTokenizer> {
         let mut inner = catch(|| Tokenizer::from_gguf(&gguf.content).map_err(|e| e.to_string()))
             .map_err(LocalError::Tokenizer)?;
-        let pre = gguf.meta_str("tokenizer.ggml.pre").unwrap_or("default").to_string();
+        let pre = gguf
+            .meta_str("tokenizer.ggml.pre")
+            .unwrap_or("default")
+            .to_string();
         if pre == "smollm" {
             // SmolLM's tokenizer.json: single digits, then byte-level BPE
             // without a prefix space (candle's default adds one).
@@ -45,13 +48,13 @@ impl GgufTokenizer {
             ]);
             inner.with_pre_tokenizer(Some(seq));
         }
-        let token = |key: &str| {
-            gguf.meta_u32(key)
-                .and_then(|id| inner.id_to_token(id))
-        };
+        let token = |key: &str| gguf.meta_u32(key).and_then(|id| inner.id_to_token(id));
         let bos = token("tokenizer.ggml.bos_token_id");
         let eos = token("tokenizer.ggml.eos_token_id");
-        let mut stop_ids: Vec<u32> = gguf.meta_u32("tokenizer.ggml.eos_token_id").into_iter().collect();
+        let mut stop_ids: Vec<u32> = gguf
+            .meta_u32("tokenizer.ggml.eos_token_id")
+            .into_iter()
+            .collect();
         for t in END_OF_TURN {
             if let Some(id) = inner.token_to_id(t) {
                 if !stop_ids.contains(&id) {

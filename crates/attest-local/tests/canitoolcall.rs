@@ -69,16 +69,24 @@ fn fetch(dir: &Path) -> Result<(), String> {
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr).trim()))
+            Err(format!(
+                "{cmd:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
         }
     };
     run(Command::new("python3")
         .args(["-m", "pip", "download", "--no-deps", "-q", "-d"])
         .arg(tmp.path())
         .arg(format!("canitoolcall=={VERSION}")))?;
-    let wheel = tmp.path().join(format!("canitoolcall-{VERSION}-py3-none-any.whl"));
+    let wheel = tmp
+        .path()
+        .join(format!("canitoolcall-{VERSION}-py3-none-any.whl"));
     let staging = dir.with_extension(format!("partial.{}", std::process::id()));
-    run(Command::new("python3").args(["-m", "zipfile", "-e"]).arg(&wheel).arg(&staging))?;
+    run(Command::new("python3")
+        .args(["-m", "zipfile", "-e"])
+        .arg(&wheel)
+        .arg(&staging))?;
     std::fs::rename(&staging, dir).map_err(|e| e.to_string())
 }
 
@@ -93,9 +101,13 @@ enum Status {
 fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -131,29 +143,49 @@ fn tools_of(fixture: &Value) -> Vec<ToolSpec> {
 }
 
 fn judge(fixture: &Value) -> (Status, String) {
-    let tags: Vec<&str> = fixture["tags"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let tags: Vec<&str> = fixture["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     let raw = fixture["raw_output"].as_str().unwrap_or("");
     let prefilled = tags.contains(&"reasoning-prefilled")
-        || fixture["generation_prompt"].as_str().is_some_and(|g| g.trim_end().ends_with("<think>"));
+        || fixture["generation_prompt"]
+            .as_str()
+            .is_some_and(|g| g.trim_end().ends_with("<think>"));
     let opts = ParseOptions {
         truncated: tags.contains(&"truncated"),
         reasoning_prefilled: prefilled,
     };
     let result = parse(raw, &tools_of(fixture), opts);
     if let Some(err) = fixture.get("expected_error").filter(|v| !v.is_null()) {
-        let accept: Vec<&str> = err["accept"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let accept: Vec<&str> = err["accept"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
         return match &result {
             Err(v) if accept.contains(&"no_tool_calls") || accept.contains(&"exception") => {
                 (Status::Pass, format!("violation: {}", v.detail))
             }
-            Err(v) => (Status::Fail, format!("violation, accepts {accept:?}: {}", v.detail)),
+            Err(v) => (
+                Status::Fail,
+                format!("violation, accepts {accept:?}: {}", v.detail),
+            ),
             Ok(p) if !p.calls.is_empty() => (Status::Fail, format!("returned calls {:?}", p.calls)),
-            Ok(p) if accept.contains(&"content_passthrough") && p.content == raw => (Status::Pass, "passthrough".into()),
+            Ok(p) if accept.contains(&"content_passthrough") && p.content == raw => {
+                (Status::Pass, "passthrough".into())
+            }
             Ok(p) if accept.contains(&"content_passthrough") && p.content.trim() == raw.trim() => {
                 (Status::SoftPass, "passthrough (trimmed)".into())
             }
             Ok(_) if accept.contains(&"no_tool_calls") => (Status::Pass, "no calls".into()),
-            Ok(p) => (Status::Fail, format!("content {:?}, accepts {accept:?}", p.content)),
+            Ok(p) => (
+                Status::Fail,
+                format!("content {:?}, accepts {accept:?}", p.content),
+            ),
         };
     }
     let expected = &fixture["expected"];
@@ -161,9 +193,20 @@ fn judge(fixture: &Value) -> (Status, String) {
         Ok(p) => p,
         Err(v) => return (Status::Fail, format!("violation: {}", v.detail)),
     };
-    let want_calls = expected["tool_calls"].as_array().cloned().unwrap_or_default();
+    let want_calls = expected["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if want_calls.len() != parsed.calls.len() {
-        return (Status::Fail, format!("{} calls, expected {}: {:?}", parsed.calls.len(), want_calls.len(), parsed.calls));
+        return (
+            Status::Fail,
+            format!(
+                "{} calls, expected {}: {:?}",
+                parsed.calls.len(),
+                want_calls.len(),
+                parsed.calls
+            ),
+        );
     }
     for (want, got) in want_calls.iter().zip(&parsed.calls) {
         let args: Value = serde_json::from_str(&got.arguments).unwrap_or(Value::Null);
@@ -172,13 +215,27 @@ fn judge(fixture: &Value) -> (Status, String) {
         }
     }
     let content = text_status(&expected["content"], &parsed.content);
-    let reasoning = text_status(&expected["reasoning_content"], parsed.reasoning.as_deref().unwrap_or(""));
+    let reasoning = text_status(
+        &expected["reasoning_content"],
+        parsed.reasoning.as_deref().unwrap_or(""),
+    );
     let status = content.max(reasoning);
-    (status, format!("content {:?} reasoning {:?}", parsed.content, parsed.reasoning))
+    (
+        status,
+        format!(
+            "content {:?} reasoning {:?}",
+            parsed.content, parsed.reasoning
+        ),
+    )
 }
 
 fn claimed(family: &str, fixture: &Value) -> bool {
-    let tags: Vec<&str> = fixture["tags"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let tags: Vec<&str> = fixture["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     match family {
         "qwen3-hermes" => true,
         "llama" => tags.contains(&"x-llama-json"),
@@ -210,7 +267,11 @@ fn canitoolcall_fixtures_of_the_claimed_families_pass() {
             .collect();
         files.sort();
         for file in files {
-            for line in std::fs::read_to_string(&file).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+            for line in std::fs::read_to_string(&file)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+            {
                 let fixture: Value = serde_json::from_str(line).unwrap();
                 total += 1;
                 let is_claimed = claimed(&family, &fixture);
@@ -224,10 +285,25 @@ fn canitoolcall_fixtures_of_the_claimed_families_pass() {
         }
     }
     eprintln!("canitoolcall {VERSION}: {total} fixtures");
-    eprintln!("{:<14} {:<8} {:>5} {:>5} {:>5}", "family", "claimed", "pass", "soft", "fail");
+    eprintln!(
+        "{:<14} {:<8} {:>5} {:>5} {:>5}",
+        "family", "claimed", "pass", "soft", "fail"
+    );
     for ((family, is_claimed), [p, s, f]) in &counts {
-        eprintln!("{family:<14} {:<8} {p:>5} {s:>5} {f:>5}", if *is_claimed { "yes" } else { "no" });
+        eprintln!(
+            "{family:<14} {:<8} {p:>5} {s:>5} {f:>5}",
+            if *is_claimed { "yes" } else { "no" }
+        );
     }
-    assert!(total >= 400, "only {total} fixtures found in {}", dir.display());
-    assert!(failures.is_empty(), "{} claimed fixtures fail:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        total >= 400,
+        "only {total} fixtures found in {}",
+        dir.display()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} claimed fixtures fail:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -66,7 +66,10 @@ fn loads_with_the_shape_in_its_metadata() {
     let m = model();
     let c = m.config();
     assert_eq!(c.arch, Arch::Llama);
-    assert_eq!((c.n_layer, c.n_embd, c.n_head, c.n_kv_head, c.head_dim), (30, 576, 9, 3, 64));
+    assert_eq!(
+        (c.n_layer, c.n_embd, c.n_head, c.n_kv_head, c.head_dim),
+        (30, 576, 9, 3, 64)
+    );
     assert_eq!(c.vocab_size, 49152);
     assert_eq!(c.trained_context, 8192);
     assert_eq!(m.tokenizer().vocab_size(), 49152);
@@ -89,25 +92,68 @@ fn loads_with_the_shape_in_its_metadata() {
 #[test]
 fn tokenizer_ids_match_llama_cpp() {
     let table: &[(&str, &[u32])] = &[
-        ("Hello world", &[19556,  905]),
-        ("  two  spaces", &[216,  827,  216,  5600]),
-        ("12345 and 3.14159", &[33,  34,  35,  36,  37,  284,  216,  35,  30,  33,  36,  33,  37,  41]),
-        ("café naïve 東京 🌸", &[83,  1939,  2756,  15486,  46494,  17097,  247,  126,  16736,  122,  15107,  230,  133]),
-        ("fn main() {\n    println!(\"hi\");\n}", &[7853,  1085,  1000,  1662,  472,  1628,  34115,  17,  1470,  6004,  21646,  198,  109]),
-        ("\n\n\nx\ty", &[1116,  198,  104,  197,  105]),
-        ("don't I'm we'll THEY'RE", &[12420,  982,  339,  5248,  392,  3060,  6462,  73,  23,  3256]),
-        ("<|im_start|>user\nhi<|im_end|>\n", &[1,  4093,  198,  6004,  2,  198]),
-        ("{\"name\": \"read_file\", \"arguments\": {\"path\": \"Cargo.toml\"}}", &[39428,  1245,  1799,  476,  1040,  79,  2153,  1002,  476,  24370,  1799,  9583,  1537,  1799,  476,  51,  12864,  30,  39753,  92,  18,  17859]),
-        ("<tool_call>\n{\"name\": \"x\"}\n</tool_call>", &[44,  19324,  79,  4350,  46,  198,  39428,  1245,  1799,  476,  104,  23597,  198,  9617,  19324,  79,  4350,  46]),
-        ("ALLCAPS and CamelCase_identifiers", &[12631,  33467,  67,  284,  5784,  299,  10802,  79,  880,  11765]),
-        ("https://example.com/a?b=c&d=1", &[4687,  1742,  7434,  30,  824,  31,  81,  47,  82,  45,  83,  22,  84,  45,  33]),
-        ("a      b   \n  c", &[81,  4444,  278,  333,  3805,  265]),
+        ("Hello world", &[19556, 905]),
+        ("  two  spaces", &[216, 827, 216, 5600]),
+        (
+            "12345 and 3.14159",
+            &[33, 34, 35, 36, 37, 284, 216, 35, 30, 33, 36, 33, 37, 41],
+        ),
+        (
+            "café naïve 東京 🌸",
+            &[
+                83, 1939, 2756, 15486, 46494, 17097, 247, 126, 16736, 122, 15107, 230, 133,
+            ],
+        ),
+        (
+            "fn main() {\n    println!(\"hi\");\n}",
+            &[
+                7853, 1085, 1000, 1662, 472, 1628, 34115, 17, 1470, 6004, 21646, 198, 109,
+            ],
+        ),
+        ("\n\n\nx\ty", &[1116, 198, 104, 197, 105]),
+        (
+            "don't I'm we'll THEY'RE",
+            &[12420, 982, 339, 5248, 392, 3060, 6462, 73, 23, 3256],
+        ),
+        (
+            "<|im_start|>user\nhi<|im_end|>\n",
+            &[1, 4093, 198, 6004, 2, 198],
+        ),
+        (
+            "{\"name\": \"read_file\", \"arguments\": {\"path\": \"Cargo.toml\"}}",
+            &[
+                39428, 1245, 1799, 476, 1040, 79, 2153, 1002, 476, 24370, 1799, 9583, 1537, 1799,
+                476, 51, 12864, 30, 39753, 92, 18, 17859,
+            ],
+        ),
+        (
+            "<tool_call>\n{\"name\": \"x\"}\n</tool_call>",
+            &[
+                44, 19324, 79, 4350, 46, 198, 39428, 1245, 1799, 476, 104, 23597, 198, 9617, 19324,
+                79, 4350, 46,
+            ],
+        ),
+        (
+            "ALLCAPS and CamelCase_identifiers",
+            &[12631, 33467, 67, 284, 5784, 299, 10802, 79, 880, 11765],
+        ),
+        (
+            "https://example.com/a?b=c&d=1",
+            &[
+                4687, 1742, 7434, 30, 824, 31, 81, 47, 82, 45, 83, 22, 84, 45, 33,
+            ],
+        ),
+        ("a      b   \n  c", &[81, 4444, 278, 333, 3805, 265]),
     ];
     let m = model();
     for (text, want) in table {
         let got = m.tokenize(text).unwrap();
         assert_eq!(&got, want, "ids of {text:?}");
-        assert_eq!(m.tokenizer().decode(&got).unwrap(), *text, "round trip of {text:?}");
+        assert_eq!(
+            m.tokenizer().decode(&got).unwrap(),
+            *text,
+            "round trip of {text:?}"
+        );
     }
 }
 
@@ -115,7 +161,8 @@ fn tokenizer_ids_match_llama_cpp() {
 fn chat_template_renders_tools_calls_and_results() {
     let m = model();
     let mut call = ChatMessage::new("assistant", "Let me read it.");
-    call.tool_calls.push(("read_file".into(), json!({"path": "Cargo.toml"})));
+    call.tool_calls
+        .push(("read_file".into(), json!({"path": "Cargo.toml"})));
     let mut result = ChatMessage::new("tool", "name = \"demo\"");
     result.name = Some("read_file".into());
     let text = m
@@ -170,12 +217,20 @@ fn greedy_generation_matches_the_golden_output() {
     assert_eq!(prompt.len(), 24);
     let mut streamed = String::new();
     let g = m
-        .generate(&prompt, &greedy(24), &mut |t| streamed.push_str(t), &AtomicBool::new(false))
+        .generate(
+            &prompt,
+            &greedy(24),
+            &mut |t| streamed.push_str(t),
+            &AtomicBool::new(false),
+        )
         .unwrap();
     assert_eq!(g.text, GOLDEN_OUTPUT);
     assert_eq!(streamed, g.text, "the streamed pieces add up to the text");
     assert_eq!(g.finish, Finish::Length);
-    assert_eq!((g.prompt_tokens, g.evaluated_tokens, g.generated_tokens), (24, 24, 24));
+    assert_eq!(
+        (g.prompt_tokens, g.evaluated_tokens, g.generated_tokens),
+        (24, 24, 24)
+    );
     eprintln!(
         "prompt {:.1} tok/s, generation {:.1} tok/s",
         g.prompt_tps(),
@@ -194,16 +249,24 @@ fn prefix_reuse_evaluates_only_new_tokens_and_rewinds_correctly() {
             ChatMessage::new("user", extra),
         ]
     };
-    let a = m.tokenize(&m.render(&conversation("And three animals?"), &[]).unwrap()).unwrap();
-    let b = m.tokenize(&m.render(&conversation("And three fruits?"), &[]).unwrap()).unwrap();
+    let a = m
+        .tokenize(&m.render(&conversation("And three animals?"), &[]).unwrap())
+        .unwrap();
+    let b = m
+        .tokenize(&m.render(&conversation("And three fruits?"), &[]).unwrap())
+        .unwrap();
     let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
     assert!(common > 20 && common < b.len());
 
     // Cold reference outputs.
     m.clear_cache();
-    let cold_b = m.generate(&b, &greedy(12), &mut |_| {}, &AtomicBool::new(false)).unwrap();
+    let cold_b = m
+        .generate(&b, &greedy(12), &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
     m.clear_cache();
-    let cold_a = m.generate(&a, &greedy(12), &mut |_| {}, &AtomicBool::new(false)).unwrap();
+    let cold_a = m
+        .generate(&a, &greedy(12), &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
     assert_eq!(cold_a.reused_tokens, 0);
 
     // The history grew: only the new turn is evaluated.
@@ -211,19 +274,34 @@ fn prefix_reuse_evaluates_only_new_tokens_and_rewinds_correctly() {
     grown.push(ChatMessage::new("assistant", &cold_a.text));
     grown.push(ChatMessage::new("user", "Thanks."));
     let c = m.tokenize(&m.render(&grown, &[]).unwrap()).unwrap();
-    let warm_c = m.generate(&c, &greedy(8), &mut |_| {}, &AtomicBool::new(false)).unwrap();
-    assert!(warm_c.reused_tokens >= a.len(), "{} reused of {}", warm_c.reused_tokens, a.len());
+    let warm_c = m
+        .generate(&c, &greedy(8), &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
+    assert!(
+        warm_c.reused_tokens >= a.len(),
+        "{} reused of {}",
+        warm_c.reused_tokens,
+        a.len()
+    );
     assert_eq!(warm_c.evaluated_tokens, c.len() - warm_c.reused_tokens);
-    assert!(warm_c.evaluated_tokens < 20, "{} evaluated", warm_c.evaluated_tokens);
+    assert!(
+        warm_c.evaluated_tokens < 20,
+        "{} evaluated",
+        warm_c.evaluated_tokens
+    );
 
     // The history changed in the middle: the cache is rewound to the common
     // prefix, and the output is what a cold run gives.
-    let warm_b = m.generate(&b, &greedy(12), &mut |_| {}, &AtomicBool::new(false)).unwrap();
+    let warm_b = m
+        .generate(&b, &greedy(12), &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
     assert_eq!(warm_b.reused_tokens, common);
     assert_eq!(warm_b.text, cold_b.text);
 
     // The same prompt again: everything but the last token is reused.
-    let again = m.generate(&b, &greedy(12), &mut |_| {}, &AtomicBool::new(false)).unwrap();
+    let again = m
+        .generate(&b, &greedy(12), &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
     assert_eq!(again.reused_tokens, b.len() - 1);
     assert_eq!(again.text, cold_b.text);
 }
@@ -236,14 +314,21 @@ fn stop_strings_end_generation_and_are_not_returned() {
         stop: vec!["- Red".into()],
         ..greedy(24)
     };
-    let g = m.generate(&prompt, &params, &mut |_| {}, &AtomicBool::new(false)).unwrap();
+    let g = m
+        .generate(&prompt, &params, &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
     assert_eq!(g.text, "Here are three colors:\n\n");
     assert_eq!(g.finish, Finish::Stop("- Red".into()));
 }
 
 #[test]
 fn a_prompt_past_the_context_limit_is_a_clear_error() {
-    let small = LocalModel::load(&model_path(), &LoadOptions { max_context: Some(64) });
+    let small = LocalModel::load(
+        &model_path(),
+        &LoadOptions {
+            max_context: Some(64),
+        },
+    );
     let mut small = small.unwrap();
     let text = small
         .render(&[ChatMessage::new("user", "word ".repeat(100))], &[])
@@ -252,9 +337,15 @@ fn a_prompt_past_the_context_limit_is_a_clear_error() {
     let err = small
         .generate(&ids, &greedy(8), &mut |_| {}, &AtomicBool::new(false))
         .unwrap_err();
-    assert!(matches!(err, LocalError::ContextTooLong { limit: 64, .. }), "{err:?}");
+    assert!(
+        matches!(err, LocalError::ContextTooLong { limit: 64, .. }),
+        "{err:?}"
+    );
     let msg = err.to_string();
-    assert!(msg.contains("limited to 64 tokens") && msg.contains("shorten"), "{msg}");
+    assert!(
+        msg.contains("limited to 64 tokens") && msg.contains("shorten"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -262,17 +353,23 @@ fn corrupt_and_missing_models_are_errors_not_panics() {
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("garbage.gguf");
     std::fs::write(&garbage, b"GGUF but not really").unwrap();
-    let err = LocalModel::load(&garbage, &LoadOptions::default()).err().unwrap();
+    let err = LocalModel::load(&garbage, &LoadOptions::default())
+        .err()
+        .unwrap();
     assert!(matches!(err, LocalError::BadModel { .. }), "{err:?}");
 
     // The real header with the tensor data cut off.
     let truncated = dir.path().join("truncated.gguf");
     let bytes = std::fs::read(model_path()).unwrap();
     std::fs::write(&truncated, &bytes[..4 << 20]).unwrap();
-    let err = LocalModel::load(&truncated, &LoadOptions::default()).err().unwrap();
+    let err = LocalModel::load(&truncated, &LoadOptions::default())
+        .err()
+        .unwrap();
     assert!(matches!(err, LocalError::BadModel { .. }), "{err:?}");
 
-    let err = LocalModel::load(&dir.path().join("absent.gguf"), &LoadOptions::default()).err().unwrap();
+    let err = LocalModel::load(&dir.path().join("absent.gguf"), &LoadOptions::default())
+        .err()
+        .unwrap();
     assert!(matches!(err, LocalError::ModelMissing { .. }), "{err:?}");
 }
 
@@ -287,7 +384,9 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
         system: "You are a helpful assistant.".into(),
         tools: vec![read_file_tool()],
         history: vec![
-            TranscriptItem::UserInput { text: "Read a.txt".into() },
+            TranscriptItem::UserInput {
+                text: "Read a.txt".into(),
+            },
             TranscriptItem::AssistantOutput {
                 text: String::new(),
                 reasoning: None,
@@ -324,7 +423,9 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
     // A second, longer request reuses the first's prompt up to where the
     // generation prompt (`<|im_start|>assistant\n`) gives way to the new turn.
     let mut longer = request.clone();
-    longer.history.push(TranscriptItem::UserInput { text: "Thanks.".into() });
+    longer.history.push(TranscriptItem::UserInput {
+        text: "Thanks.".into(),
+    });
     provider.complete(&longer).await.unwrap();
     let s2 = provider.last_call().unwrap().generation;
     let generation_prompt = model().tokenize("assistant\n").unwrap().len();
@@ -359,18 +460,52 @@ fn responses_are_parsed_into_calls_answers_or_violations() {
         format!("local_{n}")
     };
     let stop = || Finish::Stop("<|im_end|>".into());
-    let r = response_of(&g("```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"Cargo.toml\"}}\n```", stop()), false, &request, "m", &mut id);
+    let r = response_of(
+        &g(
+            "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"Cargo.toml\"}}\n```",
+            stop(),
+        ),
+        false,
+        &request,
+        "m",
+        &mut id,
+    );
     assert_eq!(r.tool_calls.len(), 1);
     assert_eq!(r.tool_calls[0].arguments, "{\"path\":\"Cargo.toml\"}");
     assert_eq!(r.finish, attest_providers::FinishKind::ToolUse);
-    let r = response_of(&g("The package is called demo.", stop()), false, &request, "m", &mut id);
+    let r = response_of(
+        &g("The package is called demo.", stop()),
+        false,
+        &request,
+        "m",
+        &mut id,
+    );
     assert_eq!(r.text, "The package is called demo.");
     assert!(r.tool_calls.is_empty() && r.protocol_violation.is_none());
-    let r = response_of(&g("{\"name\": \"cargo-toml\", \"arguments\": {}}", stop()), false, &request, "m", &mut id);
-    let v = r.protocol_violation.expect("a call to an unknown tool is a violation");
+    let r = response_of(
+        &g("{\"name\": \"cargo-toml\", \"arguments\": {}}", stop()),
+        false,
+        &request,
+        "m",
+        &mut id,
+    );
+    let v = r
+        .protocol_violation
+        .expect("a call to an unknown tool is a violation");
     assert_eq!(v.kind, attest_protocol::ProtocolErrorKind::UnparsableAction);
     assert!(r.text.is_empty() && r.tool_calls.is_empty());
-    let r = response_of(&g("<tool_call>\n{\"name\": \"read_file\", \"argum", Finish::Length), false, &request, "m", &mut id);
-    assert!(r.protocol_violation.is_some(), "a call cut by the token limit never runs");
+    let r = response_of(
+        &g(
+            "<tool_call>\n{\"name\": \"read_file\", \"argum",
+            Finish::Length,
+        ),
+        false,
+        &request,
+        "m",
+        &mut id,
+    );
+    assert!(
+        r.protocol_violation.is_some(),
+        "a call cut by the token limit never runs"
+    );
 }
-

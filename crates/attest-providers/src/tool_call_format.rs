@@ -298,16 +298,25 @@ fn json_objects(
                 // Skip the whole value: objects nested in it are not calls.
                 i = start + len;
             }
-            Leading::Incomplete => {
-                if opts.truncated && looks_like_call_start(src) {
-                    out.dropped
-                        .push(format!("a call cut by the token limit: {}", quote(src)));
-                    spans.push((start, body.len()));
-                    break;
+            Leading::Incomplete if looks_like_call_start(src) => {
+                if !opts.truncated {
+                    return Err(unparsable(format!(
+                        "a call whose JSON never closes: {}",
+                        quote(src)
+                    )));
                 }
-                i = start + 1;
+                out.dropped
+                    .push(format!("a call cut by the token limit: {}", quote(src)));
+                spans.push((start, body.len()));
+                break;
             }
-            Leading::Invalid(_) => i = start + 1,
+            Leading::Invalid(why) if looks_like_call(src) => {
+                return Err(unparsable(format!(
+                    "a call whose JSON does not parse ({why}): {}",
+                    quote(src)
+                )));
+            }
+            Leading::Incomplete | Leading::Invalid(_) => i = start + 1,
         }
     }
     let mut content = String::new();
@@ -345,6 +354,20 @@ fn looks_like_call_start(src: &str) -> bool {
     rest.strip_prefix('{')
         .map(str::trim_start)
         .is_some_and(|r| r.starts_with("\"name\"") || r.starts_with("\"type\""))
+}
+
+/// An object that names something and carries arguments within its first
+/// few hundred bytes: it tries to be a call, whether or not it parses.
+fn looks_like_call(src: &str) -> bool {
+    if !looks_like_call_start(src) {
+        return false;
+    }
+    let mut end = src.len().min(400);
+    while !src.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = src.get(..end).unwrap_or_default();
+    head.contains("\"arguments\"") || head.contains("\"parameters\"")
 }
 
 /// Widen a call's span to a code fence that holds nothing else.
@@ -771,6 +794,19 @@ mod tests {
         // Not cut: an unclosed tag holding a whole call is a call.
         let p = ok("<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}");
         assert_eq!(p.calls.len(), 1);
+    }
+
+    #[test]
+    fn a_call_whose_json_is_broken_is_a_violation_not_content() {
+        // `\o` is not a JSON escape.
+        let text = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```\nThen:\n```json\n{\"name\": \"parse\", \"arguments\": {\"content\": \"\\opt\"}}\n```";
+        assert!(err(text).contains("does not parse"));
+        assert!(
+            err("{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"")
+                .contains("never closes")
+        );
+        // Braces in prose are not calls.
+        assert!(ok("Use {braces} and {\"name\": x} freely").calls.is_empty());
     }
 
     #[test]
