@@ -65,10 +65,17 @@ impl Requirement<'_> {
 
     fn describe(&self) -> String {
         match self {
+            // Effect classes are not tool names: small models copy a
+            // back-ticked `observe` as one, so the wording avoids that.
             Requirement::Effect(ContractKind::Deliver) => {
-                "a successful `deliver` receipt carrying its evidence (e.g. a message id)".into()
+                "a successful result from a delivering tool (deliver class) carrying its evidence, e.g. a message id".into()
             }
-            Requirement::Effect(kind) => format!("a successful `{kind}` tool receipt"),
+            Requirement::Effect(ContractKind::Mutate) => {
+                "a successful result from a tool that changes state (mutate class)".into()
+            }
+            Requirement::Effect(_) => {
+                "a successful result from a tool that reads or checks state (observe class)".into()
+            }
             Requirement::Tool(name) => format!("a successful receipt from tool `{name}`"),
         }
     }

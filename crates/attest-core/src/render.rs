@@ -19,6 +19,7 @@ pub fn tool_result_text(status: ReceiptStatus, output: &str) -> String {
         ),
         ReceiptStatus::Denied => format!("[attest] NOT EXECUTED, refused: {output}"),
         ReceiptStatus::UnknownTool => format!("[attest] NOT EXECUTED: {output}"),
+        ReceiptStatus::Skipped => format!("[attest] ALREADY DONE: {output}"),
         ReceiptStatus::Interrupted => format!(
             "[attest] INTERRUPTED: {output}\nThe call did not complete; its effect is unknown."
         ),

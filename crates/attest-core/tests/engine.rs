@@ -191,7 +191,7 @@ async fn tail_state_is_last_in_every_request_never_logged_and_never_accumulates(
         .map(|i| {
             serde_json::json!({
                 "text": format!("Step {i}: the answer is surely 41."),
-                "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]
+                "tool_calls": [{"name": "grep", "arguments": {"pattern": format!("answer|{i}")}}]
             })
         })
         .collect();
@@ -246,7 +246,7 @@ async fn tail_state_is_last_in_every_request_never_logged_and_never_accumulates(
         let facts = tail.split("Confirmed facts").nth(1).unwrap_or("");
         let facts = facts.split("Next step").next().unwrap_or("");
         assert!(!facts.contains("surely 41"), "request {i}: {tail}");
-        assert!(tail.contains("read_file"), "{tail}");
+        assert!(tail.contains("grep"), "{tail}");
         assert!(attest_core::state::count_tokens(tail) <= 800);
     }
     let logged = serde_json::to_string(&log.entries).unwrap();
@@ -263,7 +263,7 @@ async fn compaction_is_declared_keeps_pairs_whole_and_archived_evidence_is_retri
         .map(|i| {
             serde_json::json!({
                 "text": format!("Reading part {i}."),
-                "tool_calls": [{"id": format!("read_{i}"), "name": "read_file", "arguments": {"path": "big.txt"}}]
+                "tool_calls": [{"id": format!("read_{i}"), "name": "grep", "arguments": {"pattern": format!("line|{i}x"), "path": "big.txt"}}]
             })
         })
         .collect();
@@ -371,7 +371,7 @@ async fn compaction_is_declared_keeps_pairs_whole_and_archived_evidence_is_retri
         })
         .expect("history result in the last request");
     assert!(lookup.contains("line 0119 of the big file"), "{lookup}");
-    assert!(lookup.contains("call read_0: read_file"), "{lookup}");
+    assert!(lookup.contains("call read_0: grep"), "{lookup}");
 }
 
 #[tokio::test]
@@ -592,7 +592,7 @@ async fn large_tool_sets_are_discovered_with_tool_search_and_the_change_is_decla
 #[tokio::test]
 async fn the_compaction_summary_stays_within_its_budget_over_a_long_run() {
     let mut responses: Vec<serde_json::Value> = (0..200)
-        .map(|_| serde_json::json!({"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}))
+        .map(|i| serde_json::json!({"tool_calls": [{"name": "grep", "arguments": {"pattern": format!("answer|{i}")}}]}))
         .collect();
     responses.push(serde_json::json!({"text": "done"}));
     let h = harness(&serde_json::Value::Array(responses).to_string(), false);
@@ -647,5 +647,34 @@ async fn the_compaction_summary_stays_within_its_budget_over_a_long_run() {
             .contains("older entries are archived"),
         "{}",
         summaries.last().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn an_identical_observe_call_is_not_executed_twice() {
+    let h = harness(
+        r#"[{"tool_calls":[{"id":"first","name":"read_file","arguments":{"path":"notes.txt"}}]},
+            {"tool_calls":[{"id":"again","name":"read_file","arguments":{"path":"notes.txt"}}]},
+            {"text":"42."}]"#,
+        false,
+    );
+    let (outcome, _log, _events) = run(&h, ContractKind::Observe, "What does notes.txt say?").await;
+    assert_eq!(outcome.state, TerminalState::Completed);
+    let statuses: Vec<&str> = outcome.receipts.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["ok", "skipped"]);
+    let last = &h.provider.requests()[2];
+    let note = last
+        .history
+        .iter()
+        .find_map(|i| match i {
+            TranscriptItem::ToolResult {
+                call_id, output, ..
+            } if call_id == "again" => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        note.contains("ALREADY DONE") && note.contains("call first"),
+        "{note}"
     );
 }

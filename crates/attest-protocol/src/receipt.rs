@@ -20,6 +20,9 @@ pub enum ReceiptStatus {
     Interrupted,
     /// The model named a tool that is not offered.
     UnknownTool,
+    /// An identical observe call already has a successful result in this
+    /// run; it was not executed again.
+    Skipped,
 }
 
 impl ReceiptStatus {
@@ -32,6 +35,7 @@ impl ReceiptStatus {
             ReceiptStatus::Denied => "denied",
             ReceiptStatus::Interrupted => "interrupted",
             ReceiptStatus::UnknownTool => "unknown_tool",
+            ReceiptStatus::Skipped => "skipped",
         }
     }
 

@@ -7,8 +7,8 @@ use super::EngineError;
 use crate::approval::ApprovalRequest;
 use crate::render;
 use attest_protocol::{
-    AssistantPhase, EventBody, HarnessMessageKind, Receipt, ReceiptStatus, TraceRecord,
-    TranscriptItem,
+    AssistantPhase, EffectClass, EventBody, HarnessMessageKind, Receipt, ReceiptStatus,
+    TraceRecord, TranscriptItem,
 };
 use attest_providers::{ModelResponse, ParsedCall};
 use attest_tools::doom_loop::DoomLoopSignal;
@@ -169,6 +169,19 @@ impl Run<'_> {
             }
         };
 
+        // An observe call identical to one that already succeeded is not run
+        // again: small models repeat reads instead of answering.
+        if prepared.effect == EffectClass::Observe {
+            if let Some(earlier) = self.earlier_success(&call.name, &prepared.input_fingerprint) {
+                let reason = format!(
+                    "`{}` with these arguments already returned its result at call {earlier} (above); answer from that result instead of calling it again",
+                    call.name
+                );
+                self.record_refusal(step, call, ReceiptStatus::Skipped, &reason)?;
+                let repeat = format!("repeat:{}:{}", call.name, prepared.input_fingerprint);
+                return self.watch_doom_loop(step, &call.name, Some(repeat), false);
+            }
+        }
         let outcome = registry.check(&call.id, &prepared).await;
         let log_arguments = self.redact_json(outcome.context().arguments_for_log());
         let rule = outcome
@@ -303,6 +316,17 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The call id of an earlier successful call with this tool and these
+    /// canonical arguments, if any.
+    fn earlier_success(&self, tool: &str, fingerprint: &str) -> Option<String> {
+        self.receipts
+            .iter()
+            .find(|r| {
+                r.tool_name == tool && r.input_fingerprint == fingerprint && r.is_satisfying()
+            })
+            .map(|r| r.call_id.clone())
     }
 
     fn trace_permission(
