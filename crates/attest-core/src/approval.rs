@@ -54,3 +54,128 @@ impl Approver for StaticApprover {
         }
     }
 }
+
+/// Approvals waiting for a decision from somewhere else (a terminal, the
+/// HTTP API, a signed webhook), keyed by call id (SPEC F3). The engine's
+/// call blocks in [`Approver::decide`] until [`PendingApprovals::resolve`]
+/// is called for its call id, or the timeout denies it.
+pub struct PendingApprovals {
+    timeout: std::time::Duration,
+    waiting: std::sync::Mutex<
+        std::collections::BTreeMap<
+            String,
+            (
+                ApprovalRequest,
+                tokio::sync::oneshot::Sender<ApprovalDecision>,
+            ),
+        >,
+    >,
+}
+
+impl PendingApprovals {
+    pub fn new(timeout: std::time::Duration) -> Self {
+        PendingApprovals {
+            timeout,
+            waiting: Default::default(),
+        }
+    }
+
+    /// The approvals waiting now, oldest call id first.
+    pub fn pending(&self) -> Vec<ApprovalRequest> {
+        self.waiting
+            .lock()
+            .map(|w| w.values().map(|(r, _)| r.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Decide the approval for `call_id`. False when none is waiting
+    /// (already decided, timed out, or unknown).
+    pub fn resolve(&self, call_id: &str, decision: ApprovalDecision) -> bool {
+        let entry = self.waiting.lock().ok().and_then(|mut w| w.remove(call_id));
+        match entry {
+            Some((_, tx)) => tx.send(decision).is_ok(),
+            None => false,
+        }
+    }
+}
+
+#[async_trait]
+impl Approver for PendingApprovals {
+    async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Ok(mut w) = self.waiting.lock() {
+            w.insert(request.call_id.clone(), (request.clone(), tx));
+        }
+        let decision = tokio::time::timeout(self.timeout, rx).await;
+        if let Ok(mut w) = self.waiting.lock() {
+            w.remove(&request.call_id);
+        }
+        match decision {
+            Ok(Ok(decision)) => decision,
+            // Timed out, or the manager was dropped: deny (SPEC F3).
+            _ => ApprovalDecision {
+                approved: false,
+                decided_by: "timeout".into(),
+                message: None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn request(id: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            call_id: id.into(),
+            tool_name: "shell".into(),
+            arguments: serde_json::json!({"command": "touch x"}),
+            reason: "ask".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn pending_approvals_are_listed_by_call_id_and_resolved_from_elsewhere() {
+        let manager = Arc::new(PendingApprovals::new(Duration::from_secs(5)));
+        let waiting = {
+            let m = Arc::clone(&manager);
+            tokio::spawn(async move { m.decide(&request("call_7")).await })
+        };
+        while manager.pending().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(manager.pending()[0].call_id, "call_7");
+        assert!(!manager.resolve(
+            "call_unknown",
+            ApprovalDecision {
+                approved: true,
+                decided_by: "api".into(),
+                message: None
+            }
+        ));
+        assert!(manager.resolve(
+            "call_7",
+            ApprovalDecision {
+                approved: true,
+                decided_by: "api".into(),
+                message: None
+            }
+        ));
+        let decision = waiting.await.unwrap();
+        assert!(decision.approved);
+        assert_eq!(decision.decided_by, "api");
+        assert!(manager.pending().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_approval_is_denied_at_the_timeout() {
+        let manager = PendingApprovals::new(Duration::from_millis(20));
+        let decision = manager.decide(&request("call_1")).await;
+        assert!(!decision.approved);
+        assert_eq!(decision.decided_by, "timeout");
+        assert!(manager.pending().is_empty());
+    }
+}

@@ -32,7 +32,7 @@ mod render;
 mod session;
 pub mod state;
 
-pub use approval::{ApprovalDecision, ApprovalRequest, Approver, StaticApprover};
+pub use approval::{ApprovalDecision, ApprovalRequest, Approver, PendingApprovals, StaticApprover};
 pub use engine::{
     new_id, prefix_hash, CompactionPolicy, ContextLayer, DoomLoopLimits, Engine, EngineError,
     Observer, ReasoningPolicy, ResumeState, RetryPolicy, RunConfig, RunOutcome, HISTORY_TOOL,
