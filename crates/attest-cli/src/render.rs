@@ -1,12 +1,58 @@
 //! Human output: progress on stderr, the answer on stdout.
 
 use attest_protocol::{Event, EventBody, ReceiptStatus, TerminalState};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 pub struct HumanRenderer {
     provider_label: String,
     /// In `attest chat` text is streamed and the verdict printed by the chat.
     chat: bool,
+    /// A running tool's spinner, on a terminal only.
+    spinner: Option<Spinner>,
+}
+
+/// Redraws `⠋ tool 1.2s` on stderr while a tool runs.
+struct Spinner {
+    running: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Spinner {
+    fn start(tool: &str) -> Option<Spinner> {
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let running = Arc::new(AtomicBool::new(true));
+        let flag = Arc::clone(&running);
+        let tool = tool.to_string();
+        let thread = std::thread::spawn(move || {
+            const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+            let started = std::time::Instant::now();
+            let mut frame = 0;
+            while flag.load(Ordering::Relaxed) {
+                let mut err = std::io::stderr().lock();
+                let _ = write!(
+                    err,
+                    "\r  {} {tool} {:.1}s ",
+                    FRAMES[frame % FRAMES.len()],
+                    started.elapsed().as_secs_f32()
+                );
+                let _ = err.flush();
+                drop(err);
+                frame += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+        });
+        Some(Spinner { running, thread })
+    }
+
+    fn stop(self) {
+        self.running.store(false, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
 }
 
 impl HumanRenderer {
@@ -14,6 +60,7 @@ impl HumanRenderer {
         HumanRenderer {
             provider_label: provider_label.to_string(),
             chat: false,
+            spinner: None,
         }
     }
 
@@ -23,6 +70,9 @@ impl HumanRenderer {
     }
 
     pub fn on_event(&mut self, event: &Event) {
+        if let Some(spinner) = self.spinner.take() {
+            spinner.stop();
+        }
         let mut err = std::io::stderr().lock();
         // Write errors on a closed terminal are not worth failing a run for.
         let _ = match &event.body {
@@ -58,11 +108,16 @@ impl HumanRenderer {
                 tool_name,
                 arguments,
                 ..
-            } => writeln!(
-                err,
-                "  → {tool_name} {}",
-                one_line(&arguments.to_string(), 160)
-            ),
+            } => {
+                let line = writeln!(
+                    err,
+                    "  → {tool_name} {}",
+                    one_line(&arguments.to_string(), 160)
+                );
+                drop(err);
+                self.spinner = Spinner::start(tool_name);
+                line
+            }
             EventBody::ToolResult {
                 tool_name,
                 status,

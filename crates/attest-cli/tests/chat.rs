@@ -26,7 +26,7 @@ async fn approval_asked_in_the_terminal_decides_whether_the_tool_runs() {
     let model = MockModel::start(
         VARIANTS[1],
         vec![
-            Turn::tool("shell", json!({"command": "touch approved.txt"})),
+            Turn::tool("shell", json!({"command": "sleep 0.5; touch approved.txt"})),
             Turn::text("Created approved.txt."),
             Turn::tool("shell", json!({"command": "touch refused.txt"})),
             Turn::text("I could not create it."),
@@ -40,7 +40,13 @@ async fn approval_asked_in_the_terminal_decides_whether_the_tool_runs() {
         chat.send_line("create approved.txt").unwrap();
         chat.exp_string("Allow shell").unwrap();
         chat.send_line("y").unwrap();
-        chat.exp_string("Created approved.txt.").unwrap();
+        let progress = chat.exp_string("Created approved.txt.").unwrap();
+        // Live progress on a terminal: a spinner with the tool and its time.
+        // (rexpect reads bytes one by one, so only the ASCII part is compared.)
+        assert!(
+            progress.contains(" shell 0.0s") && progress.contains(" shell 0.1s"),
+            "{progress:?}"
+        );
         chat.exp_string("[completed]").unwrap();
         chat.exp_string("you> ").unwrap();
         chat.send_line("create refused.txt").unwrap();
