@@ -50,6 +50,15 @@ async fn run(
 ) -> (attest_core::RunOutcome, MemoryRunLog, Vec<Event>) {
     let mut cfg = RunConfig::new(CompletionContract::new(kind));
     cfg.stream = false;
+    run_cfg(h, &cfg, prompt).await
+}
+
+/// Run `prompt` with `cfg`; returns the outcome, the log and the events.
+async fn run_cfg(
+    h: &Harness,
+    cfg: &RunConfig,
+    prompt: &str,
+) -> (attest_core::RunOutcome, MemoryRunLog, Vec<Event>) {
     let mut log = MemoryRunLog::default();
     let mut events = Vec::new();
     let mut observer = |e: &Event| events.push(e.clone());
@@ -57,7 +66,7 @@ async fn run(
         .engine
         .run(
             prompt,
-            &cfg,
+            cfg,
             &mut log,
             &mut observer,
             CancellationToken::new(),
@@ -168,19 +177,7 @@ async fn run_timeout_fails_with_reason_timeout() {
     let h = harness(r#"[{"text":"late","delay_ms":5000}]"#, false);
     let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Answer));
     cfg.timeout = Some(std::time::Duration::from_millis(50));
-    let mut log = MemoryRunLog::default();
-    let mut observer = |_e: &Event| {};
-    let outcome = h
-        .engine
-        .run(
-            "hi",
-            &cfg,
-            &mut log,
-            &mut observer,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (outcome, _log, _events) = run_cfg(&h, &cfg, "hi").await;
     assert_eq!(outcome.state, TerminalState::Failed);
     assert_eq!(outcome.reason, TerminalReason::Timeout);
 }
@@ -199,19 +196,7 @@ async fn tail_state_is_last_in_every_request_never_logged_and_never_accumulates(
     let h = harness(&serde_json::Value::Array(responses).to_string(), false);
     let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
     cfg.max_steps = 40;
-    let mut log = MemoryRunLog::default();
-    let mut observer = |_e: &Event| {};
-    let outcome = h
-        .engine
-        .run(
-            "What does notes.txt say?",
-            &cfg,
-            &mut log,
-            &mut observer,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (outcome, log, _events) = run_cfg(&h, &cfg, "What does notes.txt say?").await;
     assert_eq!(outcome.state, TerminalState::Completed);
     let requests = h.provider.requests();
     assert_eq!(requests.len(), 31);
@@ -283,20 +268,7 @@ async fn compaction_is_declared_keeps_pairs_whole_and_archived_evidence_is_retri
         history_budget_tokens: 12_000,
         keep_recent_tokens: 4_000,
     };
-    let mut log = MemoryRunLog::default();
-    let mut events = Vec::new();
-    let mut observer = |e: &Event| events.push(e.clone());
-    let outcome = h
-        .engine
-        .run(
-            "Read big.txt repeatedly",
-            &cfg,
-            &mut log,
-            &mut observer,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (outcome, log, events) = run_cfg(&h, &cfg, "Read big.txt repeatedly").await;
     assert_eq!(outcome.state, TerminalState::Completed, "{}", outcome.basis);
     assert_eq!(outcome.steps, 50);
 
@@ -438,20 +410,7 @@ async fn manual_compaction_summarizes_earlier_turns_before_the_first_request() {
     let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Answer));
     cfg.prior_history = earlier;
     cfg.force_compaction = true;
-    let mut log = MemoryRunLog::default();
-    let mut events = Vec::new();
-    let mut observer = |e: &Event| events.push(e.clone());
-    let outcome = h
-        .engine
-        .run(
-            "What did I ask?",
-            &cfg,
-            &mut log,
-            &mut observer,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (outcome, _log, events) = run_cfg(&h, &cfg, "What did I ask?").await;
     assert_eq!(outcome.state, TerminalState::Completed);
     let compacted = events.iter().find_map(|e| match &e.body {
         EventBody::Compacted { reset_point, .. } => Some(reset_point.clone()),
@@ -602,19 +561,7 @@ async fn the_compaction_summary_stays_within_its_budget_over_a_long_run() {
         history_budget_tokens: 3_000,
         keep_recent_tokens: 1_000,
     };
-    let mut log = MemoryRunLog::default();
-    let mut observer = |_e: &Event| {};
-    let outcome = h
-        .engine
-        .run(
-            "List",
-            &cfg,
-            &mut log,
-            &mut observer,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (outcome, log, _events) = run_cfg(&h, &cfg, "List").await;
     assert_eq!(outcome.state, TerminalState::Completed);
     let summaries: Vec<&String> = log
         .entries
