@@ -5,7 +5,10 @@ use crate::setup::{prepare, EngineArgs, Prepared, StoredSettings};
 use crate::store_log::{open_store, resume_state, StoreLog};
 use crate::EXIT_USAGE;
 use anyhow::{bail, Context, Result};
-use attest_core::{redact_secrets, session_history, EngineError, RunConfig, RunOutcome};
+use attest_core::state::{AgentState, SliceFilter};
+use attest_core::{
+    redact_secrets, session_history, ContextLayer, EngineError, RunConfig, RunOutcome,
+};
 use attest_protocol::{TranscriptItem, LOOP_VERSION};
 use attest_store::{NewRun, SqliteStore, Store};
 use clap::Args;
@@ -23,6 +26,11 @@ pub struct RunArgs {
     /// history. A new session id is made when omitted.
     #[arg(long)]
     pub session: Option<String>,
+    /// Start from a structured handoff of another run (SPEC E5): its goal,
+    /// receipt-backed facts, failures and open questions with their source
+    /// refs — not its transcript. The new run is a separate session.
+    #[arg(long, value_name = "RUN")]
+    pub handoff_from: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -67,6 +75,21 @@ async fn start_run(args: RunArgs) -> Result<u8> {
     }
     let session = prepared.cfg.session_id.clone();
     prepared.cfg.prior_history = earlier_turns(&prepared, &mut store, &session, None).await?;
+    if let Some(from) = &args.handoff_from {
+        let source = store.run(from)?;
+        if source.session_id == session {
+            bail!("--handoff-from {from}: a handoff starts a separate session; drop --session {session} or pick another");
+        }
+        let contract = serde_json::from_value::<StoredSettings>(source.settings.clone())
+            .map(|s| s.contract)
+            .unwrap_or_default();
+        let state = AgentState::from_transcript(&store.items(&source.id)?, &contract);
+        prepared.cfg.context_layers.push(ContextLayer {
+            name: "handoff".to_string(),
+            text: state.handoff(&source.id, &SliceFilter::default()),
+            truncated: false,
+        });
+    }
     let memory_decisions = prepared.add_memory_layer(&mut store, &prompt);
     store.ensure_session(&session)?;
     store.begin_run(&NewRun {

@@ -166,3 +166,68 @@ async fn a_profile_narrows_the_tool_surface() {
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("no profile `nope`"), "{}", bad.stderr);
 }
+
+#[tokio::test]
+async fn a_handoff_carries_a_state_slice_into_a_separate_session_not_the_transcript() {
+    let v = VARIANTS[1];
+    let ws = TestWorkspace::new();
+    let read = Call {
+        id: "call_src".into(),
+        name: "read_file".into(),
+        arguments: json!({"path": "config.toml"}).to_string(),
+    };
+    let model = MockModel::start(
+        v,
+        vec![
+            Turn::calls("I bet the port is 9999; checking.", vec![read]),
+            Turn::text("Port 8080."),
+            Turn::text("The earlier run established the port from config.toml."),
+        ],
+    )
+    .await;
+    let first = run_attest(
+        &model,
+        &ws,
+        &["--session", "planner", "--expect", "observe", "Which port?"],
+    )
+    .await;
+    assert_eq!(first.state(), "completed", "{}", first.describe());
+    let source = first.done()["run_id"].as_str().unwrap().to_string();
+    let second = run_attest(
+        &model,
+        &ws,
+        &["--handoff-from", &source, "Summarize what is known"],
+    )
+    .await;
+    model.assert_valid();
+    assert_eq!(second.state(), "completed", "{}", second.describe());
+    assert_ne!(second.events[0]["session_id"], "planner");
+    let request = &model.requests()[2];
+    let system = system_text(v, request);
+    assert!(
+        system.contains(&format!("Handoff from run {source}")),
+        "{system}"
+    );
+    assert!(system.contains("goal: Which port?"), "{system}");
+    assert!(
+        system.contains("confirmed_fact: read_file") && system.contains("call_src"),
+        "{system}"
+    );
+    // Neither the earlier transcript nor its narration crosses over.
+    let text = request.to_string();
+    assert!(!text.contains("9999"), "{text}");
+    assert_eq!(
+        model.tool_results(2).len(),
+        0,
+        "the earlier call/result pairs were sent"
+    );
+
+    let same = run_attest(
+        &model,
+        &ws,
+        &["--session", "planner", "--handoff-from", &source, "x"],
+    )
+    .await;
+    assert_eq!(same.code, 2);
+    assert!(same.stderr.contains("separate session"), "{}", same.stderr);
+}

@@ -10,9 +10,11 @@
 //! - failed paths merge by fingerprint and data limitations are superseded,
 //!   never silently dropped.
 
+mod handoff;
 mod tail;
 mod tokens;
 
+pub use handoff::SliceFilter;
 pub use tail::{render_tail, TailBudget, TailRender};
 pub use tokens::count_tokens;
 
