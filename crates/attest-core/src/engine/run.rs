@@ -99,7 +99,6 @@ impl<'a> Run<'a> {
         }
         // State that a resumed run rebuilds from its own log.
         let mut receipts = Vec::new();
-        let mut call_arguments = std::collections::HashMap::new();
         let mut seen_call_ids = HashSet::new();
         let (mut corrections, mut protocol_errors, mut last_answer) = (0, 0, None);
         for item in cfg.prior_history.iter().chain(&items) {
@@ -107,24 +106,12 @@ impl<'a> Run<'a> {
                 seen_call_ids.insert(call_id.clone());
             }
         }
-        let mut state = AgentState::default();
+        let state = AgentState::from_transcript(&items, &cfg.contract);
         for item in &items {
             match item {
-                TranscriptItem::UserInput { text } if state.items().is_empty() => {
-                    state = AgentState::with_goal(text, "user_input");
-                }
-                TranscriptItem::ToolCall {
-                    call_id, arguments, ..
-                } => {
-                    call_arguments.insert(call_id.clone(), arguments.clone());
-                }
                 TranscriptItem::ToolResult {
                     receipt: Some(r), ..
-                } => {
-                    let args = call_arguments.get(&r.call_id).map_or("", String::as_str);
-                    state.on_receipt(r, &arguments_summary(args), needed(cfg, r));
-                    receipts.push(r.clone());
-                }
+                } => receipts.push(r.clone()),
                 TranscriptItem::HarnessMessage { kind, .. } => match kind {
                     HarnessMessageKind::Corrective => corrections += 1,
                     HarnessMessageKind::ProtocolPlaceholder => protocol_errors += 1,
@@ -610,8 +597,5 @@ pub(super) fn needed(cfg: &RunConfig, receipt: &Receipt) -> bool {
 
 /// A short form of a call's arguments for state lines.
 pub(super) fn arguments_summary(arguments: &str) -> String {
-    match arguments.char_indices().nth(120) {
-        Some((cut, _)) => format!("{}…", &arguments[..cut]),
-        None => arguments.to_string(),
-    }
+    crate::state::handoff_summary(arguments)
 }

@@ -7,6 +7,14 @@
 use super::AgentState;
 use attest_protocol::{CompletionContract, EvidenceType, StateItemType, TranscriptItem};
 
+/// A short form of a call's arguments for state lines.
+pub(crate) fn summary(arguments: &str) -> String {
+    match arguments.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &arguments[..cut]),
+        None => arguments.to_string(),
+    }
+}
+
 /// Which state item types a specialist receives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SliceFilter {
@@ -53,7 +61,7 @@ impl AgentState {
                     let args = arguments.get(&r.call_id).map_or("", String::as_str);
                     let needed = contract.effect_counts(r.effect)
                         || contract.required_tools.contains(&r.tool_name);
-                    state.on_receipt(r, args, needed);
+                    state.on_receipt(r, &summary(args), needed);
                 }
                 _ => {}
             }

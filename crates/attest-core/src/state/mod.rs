@@ -14,6 +14,7 @@ mod handoff;
 mod tail;
 mod tokens;
 
+pub(crate) use handoff::summary as handoff_summary;
 pub use handoff::SliceFilter;
 pub use tail::{render_tail, TailBudget, TailRender};
 pub use tokens::count_tokens;
