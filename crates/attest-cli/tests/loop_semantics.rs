@@ -5,7 +5,6 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use std::time::Duration;
 
 /// Command tools used by several tests, in config form.
 const DELIVER_TOOL: &str = r#"
@@ -594,7 +593,6 @@ async fn item12_imitated_tool_results_are_flagged_and_never_replayed() {
 
 #[tokio::test]
 async fn item13_ctrl_c_cancels_and_interrupts_the_in_flight_call() {
-    use std::io::{BufRead, BufReader};
     for v in [VARIANTS[0], VARIANTS[3]] {
         let ws = TestWorkspace::new();
         let model = MockModel::start(
@@ -605,56 +603,15 @@ async fn item13_ctrl_c_cancels_and_interrupts_the_in_flight_call() {
             ],
         )
         .await;
-        let provider = if v.wire == Wire::OpenAi {
-            "openai"
-        } else {
-            "anthropic"
-        };
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("attest"))
-            .args([
-                "run",
-                "--json",
-                "--approval",
-                "allow",
-                "--provider",
-                provider,
-                "--base-url",
-                &model.base_url(),
-                "--model",
-                "m",
-            ])
-            .arg(if v.stream { "--stream" } else { "--no-stream" })
-            .arg("-C")
-            .arg(ws.path())
-            .arg("Sleep")
-            .env("XDG_CONFIG_HOME", common::test_config_home())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let stdout = child.stdout.take().unwrap();
-        let lines = tokio::task::spawn_blocking(move || {
-            let mut lines = Vec::new();
-            let mut signalled = false;
-            for line in BufReader::new(stdout).lines() {
-                let line = line.unwrap();
-                if !signalled && line.contains("\"type\":\"tool_started\"") {
-                    std::thread::sleep(Duration::from_millis(200));
-                    std::process::Command::new("kill")
-                        .args(["-INT", &pid.to_string()])
-                        .status()
-                        .unwrap();
-                    signalled = true;
-                }
-                lines.push(line);
-            }
-            lines
-        })
-        .await
-        .unwrap();
-        let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(130), "{v:?} {lines:#?}");
+        let (code, lines) = run_and_signal(
+            &model,
+            &ws,
+            &["--approval", "allow", "Sleep"],
+            "-INT",
+            "\"type\":\"tool_started\"",
+        )
+        .await;
+        assert_eq!(code, Some(130), "{v:?} {lines:#?}");
         let done: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
         assert_eq!(done["state"], "cancelled");
         assert_eq!(done["reason"], "user_cancelled");

@@ -5,7 +5,6 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 fn s(v: &[&str]) -> Vec<String> {
@@ -194,48 +193,8 @@ async fn run_and_kill(
     extra: &[&str],
     kill_when: &'static str,
 ) -> Vec<String> {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("attest"))
-        .args([
-            "run",
-            "--json",
-            "--provider",
-            "openai",
-            "--base-url",
-            &model.base_url(),
-            "--model",
-            "m",
-            "--stream",
-        ])
-        .args(["-C", &ws_arg(ws)])
-        .args(extra)
-        .env("XDG_CONFIG_HOME", common::test_config_home())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let stdout = child.stdout.take().unwrap();
-    let lines = tokio::task::spawn_blocking(move || {
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            let hit = line.contains(kill_when);
-            lines.push(line);
-            if hit {
-                std::thread::sleep(Duration::from_millis(300));
-                std::process::Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .status()
-                    .unwrap();
-                break;
-            }
-        }
-        lines
-    })
-    .await
-    .unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), None, "the process was killed by a signal");
+    let (code, lines) = run_and_signal(model, ws, extra, "-KILL", kill_when).await;
+    assert_eq!(code, None, "the process was killed by a signal");
     lines
 }
 

@@ -450,3 +450,69 @@ pub fn test_config_home() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Start `attest run --json` against `model`, send `signal` (e.g. `-INT`,
+/// `-KILL`) once a printed event line contains `when`, and read stdout to
+/// the end. Returns the exit code (`None` when killed by a signal) and the
+/// event lines printed.
+pub async fn run_and_signal(
+    model: &MockModel,
+    ws: &TestWorkspace,
+    extra: &[&str],
+    signal: &'static str,
+    when: &'static str,
+) -> (Option<i32>, Vec<String>) {
+    use std::io::{BufRead, BufReader};
+    let provider = match model.variant.wire {
+        Wire::OpenAi => "openai",
+        Wire::Anthropic => "anthropic",
+    };
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("attest"))
+        .args([
+            "run",
+            "--json",
+            "--provider",
+            provider,
+            "--base-url",
+            &model.base_url(),
+            "--model",
+            "m",
+        ])
+        .arg(if model.variant.stream {
+            "--stream"
+        } else {
+            "--no-stream"
+        })
+        .arg("-C")
+        .arg(ws.path())
+        .args(extra)
+        .env("XDG_CONFIG_HOME", test_config_home())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let stdout = child.stdout.take().unwrap();
+    let lines = tokio::task::spawn_blocking(move || {
+        let mut lines = Vec::new();
+        let mut signalled = false;
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            let hit = !signalled && line.contains(when);
+            lines.push(line);
+            if hit {
+                // Let the process get into the state the test is about.
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                std::process::Command::new("kill")
+                    .args([signal, &pid.to_string()])
+                    .status()
+                    .unwrap();
+                signalled = true;
+            }
+        }
+        lines
+    })
+    .await
+    .unwrap();
+    (child.wait().unwrap().code(), lines)
+}

@@ -34,16 +34,7 @@ impl Run<'_> {
         response: &ModelResponse,
     ) -> Result<CallsOutcome, EngineError> {
         if !response.text.trim().is_empty() {
-            let text = self.redact(&response.text);
-            self.push(TranscriptItem::AssistantOutput {
-                text: text.clone(),
-                reasoning: self
-                    .cfg
-                    .reasoning
-                    .apply(response.reasoning.as_deref())
-                    .map(|r| self.redact(&r)),
-                phase: AssistantPhase::Commentary,
-            })?;
+            let text = self.push_assistant(response, AssistantPhase::Commentary)?;
             self.state.on_commentary(&text, &format!("step_{step}"));
             self.emit(EventBody::Progress { step, text })?;
         }

@@ -15,7 +15,7 @@ use attest_protocol::{
     ReceiptStatus, TerminalReason, TerminalState, ToolSpec, TraceRecord, TranscriptItem, Usage,
     LOOP_VERSION,
 };
-use attest_providers::{FinishKind, ParsedCall};
+use attest_providers::{FinishKind, ModelResponse, ParsedCall};
 use attest_tools::{DoomLoopGuard, Redactor, Tool, ToolRegistry};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -336,16 +336,7 @@ impl<'a> Run<'a> {
                     "the model returned neither text nor a tool call".to_string(),
                 );
             }
-            let text = self.redact(&response.text);
-            self.push(TranscriptItem::AssistantOutput {
-                text: text.clone(),
-                reasoning: self
-                    .cfg
-                    .reasoning
-                    .apply(response.reasoning.as_deref())
-                    .map(|r| self.redact(&r)),
-                phase: AssistantPhase::Answer,
-            })?;
+            let text = self.push_assistant(&response, AssistantPhase::Answer)?;
             self.last_answer = Some(text);
             if let Some(outcome) = self.judge_answer(step)? {
                 return Ok(outcome);
@@ -359,6 +350,27 @@ impl<'a> Run<'a> {
                 self.cfg.max_steps
             ),
         )
+    }
+
+    /// Log the response's text (redacted) with its reasoning as the policy
+    /// keeps it; returns the logged text.
+    pub(super) fn push_assistant(
+        &mut self,
+        response: &ModelResponse,
+        phase: AssistantPhase,
+    ) -> Result<String, EngineError> {
+        let text = self.redact(&response.text);
+        let reasoning = self
+            .cfg
+            .reasoning
+            .apply(response.reasoning.as_deref())
+            .map(|r| self.redact(&r));
+        self.push(TranscriptItem::AssistantOutput {
+            text: text.clone(),
+            reasoning,
+            phase,
+        })?;
+        Ok(text)
     }
 
     /// Judge the answer just logged. `Some` ends the run; `None` means a
