@@ -241,13 +241,18 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
         let mut cfg = prepared.cfg.clone();
         cfg.force_compaction = std::mem::take(&mut compact_next);
         streamed.store(false, std::sync::atomic::Ordering::Relaxed);
-        let flag = Arc::clone(&streamed);
-        cfg.text_sink = Some(TextSink(Arc::new(move |delta: &str| {
-            flag.store(true, std::sync::atomic::Ordering::Relaxed);
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(delta.as_bytes());
-            let _ = out.flush();
-        })));
+        // With token deltas on (the local model's default) the raw response
+        // streams to stderr and the answer is printed once judged;
+        // otherwise answer text streams to stdout.
+        if !cfg.stream_progress {
+            let flag = Arc::clone(&streamed);
+            cfg.text_sink = Some(TextSink(Arc::new(move |delta: &str| {
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(delta.as_bytes());
+                let _ = out.flush();
+            })));
+        }
         cfg.run_id = new_id();
         cfg.trace_id = new_id();
         cfg.prior_history = earlier_turns(&prepared, &mut store, &session, None).await?;

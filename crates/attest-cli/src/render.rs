@@ -11,6 +11,8 @@ pub struct HumanRenderer {
     chat: bool,
     /// A running tool's spinner, on a terminal only.
     spinner: Option<Spinner>,
+    /// Token deltas left stderr mid-line; the next line starts fresh.
+    mid_line: bool,
 }
 
 /// Redraws `⠋ tool 1.2s` on stderr while a tool runs.
@@ -61,6 +63,7 @@ impl HumanRenderer {
             provider_label: provider_label.to_string(),
             chat: false,
             spinner: None,
+            mid_line: false,
         }
     }
 
@@ -74,6 +77,21 @@ impl HumanRenderer {
             spinner.stop();
         }
         let mut err = std::io::stderr().lock();
+        // Token deltas: the model's raw text as it is generated, inline.
+        if let EventBody::Progress {
+            text, delta: true, ..
+        } = &event.body
+        {
+            let _ = err.write_all(text.as_bytes());
+            let _ = err.flush();
+            if !text.is_empty() {
+                self.mid_line = !text.ends_with('\n');
+            }
+            return;
+        }
+        if std::mem::take(&mut self.mid_line) {
+            let _ = writeln!(err);
+        }
         // Write errors on a closed terminal are not worth failing a run for.
         let _ = match &event.body {
             EventBody::RunStarted { .. } | EventBody::Progress { .. } | EventBody::Done { .. }

@@ -113,6 +113,15 @@ pub struct EngineArgs {
     /// Do not stream responses.
     #[arg(long = "no-stream")]
     pub no_stream: bool,
+    /// Show the model's response as it is generated: `progress` events with
+    /// `"delta": true` under `--json`, raw text on stderr otherwise.
+    /// Default: on for `--provider local` (with `--json`, or when stderr is
+    /// a terminal), off for other providers (they stream only with `--stream`).
+    #[arg(long, overrides_with = "no_stream_tokens")]
+    pub stream_tokens: bool,
+    /// Do not show the model's response as it is generated.
+    #[arg(long = "no-stream-tokens")]
+    pub no_stream_tokens: bool,
     /// Decision for tools whose permission is `ask` (non-interactive default: deny).
     #[arg(long, value_enum)]
     pub approval: Option<ApprovalMode>,
@@ -421,6 +430,14 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
     } else {
         file.run.stream.unwrap_or(true)
     };
+    cfg.stream_progress = if args.no_stream_tokens {
+        false
+    } else if args.stream_tokens {
+        true
+    } else {
+        use std::io::IsTerminal as _;
+        kind == ProviderKind::Local && (args.json || std::io::stderr().is_terminal())
+    };
     if let Some(t) = file.provider.max_tokens {
         cfg.max_tokens = t;
     }
@@ -557,7 +574,6 @@ fn local_provider(
 ) -> Result<(Arc<dyn ModelProvider>, String)> {
     use attest_local::fetch::{ensure_model, known_model, FetchOptions, QWEN25_CODER_1_5B};
     use attest_local::{LocalConfig, LocalProvider};
-    use std::io::{IsTerminal as _, Write as _};
 
     let explicit = args
         .model_path
@@ -614,16 +630,6 @@ fn local_provider(
         _ => load(),
     }
     .with_context(|| format!("loading {}", path.display()))?;
-    let provider = if args.json || !std::io::stderr().is_terminal() {
-        provider
-    } else {
-        // Human output on a terminal: the model's text as it is generated.
-        provider.with_token_sink(Arc::new(|t: &str| {
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(t.as_bytes());
-            let _ = err.flush();
-        }))
-    };
     let label = format!(
         "local {} ({}, {} threads)",
         provider.model(),

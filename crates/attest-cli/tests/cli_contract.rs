@@ -334,3 +334,124 @@ async fn scripted_provider_runs_the_bundled_demo_and_catches_the_fake_claim() {
     assert_eq!(r.done()["receipts"][0]["tool_name"], "read_file");
     assert_eq!(r.done()["receipts"][0]["status"], "ok");
 }
+
+/// `--stream-tokens`: the model's response as it streams in, as `progress`
+/// events with `"delta": true` — live only (not in the run log), carrying
+/// the seq of the stored event before them. Off by default for HTTP
+/// providers, so their event stream stays as it was.
+#[tokio::test]
+async fn stream_tokens_shows_http_deltas_live_and_only_when_asked() {
+    fn deltas(r: &RunResult) -> Vec<&serde_json::Value> {
+        r.events.iter().filter(|e| e["delta"] == true).collect()
+    }
+    fn turns() -> Vec<Turn> {
+        vec![
+            Turn::calls(
+                "Let me read the config.",
+                vec![call("read_file", json!({"path": "config.toml"}))],
+            ),
+            Turn::text("config.toml configures port 8080."),
+        ]
+    }
+    for v in STREAM_VARIANTS {
+        let ws = TestWorkspace::new();
+        let model = MockModel::start(v, turns()).await;
+        let r = run_attest(
+            &model,
+            &ws,
+            &["--stream-tokens", "--expect", "observe", "Which port?"],
+        )
+        .await;
+        model.assert_valid();
+        assert_eq!(r.state(), "completed", "{v:?} {}", r.describe());
+        let d = deltas(&r);
+        assert!(!d.is_empty(), "{v:?} no delta events: {}", r.describe());
+        assert!(d.iter().all(|e| e["type"] == "progress"));
+        let text_of = |step: u64| -> String {
+            d.iter()
+                .filter(|e| e["step"] == step)
+                .map(|e| e["text"].as_str().unwrap())
+                .collect()
+        };
+        assert_eq!(text_of(1), "Let me read the config.", "{v:?}");
+        assert_eq!(text_of(2), "config.toml configures port 8080.", "{v:?}");
+        // Each step's deltas come before that step's events.
+        let position =
+            |pred: &dyn Fn(&serde_json::Value) -> bool| r.events.iter().position(pred).unwrap();
+        let last_delta_1 = r
+            .events
+            .iter()
+            .rposition(|e| e["delta"] == true && e["step"] == 1)
+            .unwrap();
+        assert!(last_delta_1 < position(&|e| e["type"] == "tool_started"));
+        let last_delta = r.events.iter().rposition(|e| e["delta"] == true).unwrap();
+        assert!(last_delta < position(&|e| e["type"] == "final"));
+        // Stored events keep 1, 2, 3… without gaps; a delta repeats the seq
+        // of the event before it, and none is in the run log.
+        let mut seq = 0;
+        for e in &r.events {
+            if e["delta"] == true {
+                assert_eq!(e["seq"], seq, "{e}");
+            } else {
+                seq += 1;
+                assert_eq!(e["seq"], seq, "{e}");
+                assert!(e.get("delta").is_none(), "{e}");
+            }
+        }
+        let stored: Vec<serde_json::Value> = ws
+            .log_entries()
+            .into_iter()
+            .filter(|e| e["entry"] == "event")
+            .collect();
+        assert_eq!(stored.len() as u64, seq, "{stored:?}");
+        assert!(stored.iter().all(|e| e["event"].get("delta").is_none()));
+
+        // Without the flag (and with it turned off again): no deltas, the
+        // event stream exactly as before.
+        for extra in [&[][..], &["--stream-tokens", "--no-stream-tokens"][..]] {
+            let ws = TestWorkspace::new();
+            let model = MockModel::start(v, turns()).await;
+            let mut args = extra.to_vec();
+            args.extend(["--expect", "observe", "Which port?"]);
+            let r = run_attest(&model, &ws, &args).await;
+            assert_eq!(r.state(), "completed", "{v:?} {}", r.describe());
+            assert!(deltas(&r).is_empty(), "{v:?} {extra:?}: {}", r.describe());
+            for (i, e) in r.events.iter().enumerate() {
+                assert_eq!(e["seq"], (i + 1) as u64);
+            }
+        }
+    }
+
+    // Human output: the deltas inline on stderr, not one line each.
+    let v = STREAM_VARIANTS[0];
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(v, turns()).await;
+    let r = run_binary(
+        s(&[
+            "run",
+            "--provider",
+            "openai",
+            "--base-url",
+            &model.base_url(),
+            "--model",
+            "m",
+            "--stream-tokens",
+            "--expect",
+            "observe",
+            "-C",
+            ws.path().to_str().unwrap(),
+            "Which port?",
+        ]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.describe());
+    assert!(
+        r.stderr
+            .contains("config.toml configures port 8080.\nattest: completed"),
+        "{}",
+        r.describe()
+    );
+    assert!(!r.stderr.contains("  … config.toml"), "{}", r.describe());
+    assert_eq!(r.stdout.trim(), "config.toml configures port 8080.");
+}

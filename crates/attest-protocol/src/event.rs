@@ -67,8 +67,21 @@ pub enum EventBody {
         session_id: String,
         interrupted_calls: Vec<String>,
     },
-    /// Commentary or streamed text. Never a completion.
-    Progress { step: u32, text: String },
+    /// Commentary the model wrote alongside tool calls, or (with `delta`)
+    /// a piece of the model's response as it is generated. Never a
+    /// completion.
+    Progress {
+        step: u32,
+        text: String,
+        /// A raw token delta of the model's response as it is generated:
+        /// untrusted, display-only, may contain tool-call syntax or answer
+        /// text; never evidence, never an answer. Delta events are not
+        /// stored in the run log (the whole response is, in the trace) and
+        /// carry the `seq` of the last stored event. Serialized only when
+        /// true.
+        #[serde(default, skip_serializing_if = "is_false")]
+        delta: bool,
+    },
     ToolStarted {
         step: u32,
         call_id: String,
@@ -144,7 +157,16 @@ pub enum EventBody {
     },
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 impl EventBody {
+    /// A live-only token delta (`progress` with `delta: true`).
+    pub fn is_delta(&self) -> bool {
+        matches!(self, EventBody::Progress { delta: true, .. })
+    }
+
     pub fn type_name(&self) -> &'static str {
         match self {
             EventBody::RunStarted { .. } => "run_started",
@@ -162,5 +184,45 @@ impl EventBody {
             EventBody::Final { .. } => "final",
             EventBody::Done { .. } => "done",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(body: EventBody) -> serde_json::Value {
+        serde_json::to_value(Event {
+            run_id: "r".into(),
+            seq: 3,
+            ts: Utc::now(),
+            body,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn commentary_progress_has_no_delta_key_and_deltas_say_so() {
+        let commentary = event(EventBody::Progress {
+            step: 1,
+            text: "Reading it.".into(),
+            delta: false,
+        });
+        assert_eq!(commentary["type"], "progress");
+        assert!(commentary.get("delta").is_none(), "{commentary}");
+        let delta = event(EventBody::Progress {
+            step: 1,
+            text: "<tool_call>".into(),
+            delta: true,
+        });
+        assert_eq!(delta["delta"], true, "{delta}");
+        // Lines written before the field existed still read back.
+        let old: Event = serde_json::from_str(
+            r#"{"run_id":"r","seq":2,"ts":"2026-01-01T00:00:00Z","type":"progress","step":1,"text":"x"}"#,
+        )
+        .unwrap();
+        assert!(!old.body.is_delta());
+        let back: Event = serde_json::from_value(delta).unwrap();
+        assert!(back.body.is_delta());
     }
 }

@@ -52,9 +52,9 @@ pub trait ModelProvider: Send + Sync {
     /// attempt is visible in the event stream.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
 
-    /// As [`ModelProvider::complete`], showing answer text to `sink` as it
-    /// streams in (live display only: the engine acts on the full response).
-    /// Providers that cannot stream text fall back to `complete`.
+    /// As [`ModelProvider::complete`], showing response text to `sink` as
+    /// it streams in (live display only: the engine acts on the full
+    /// response). Providers that cannot stream text fall back to `complete`.
     async fn complete_streaming(
         &self,
         request: &ModelRequest,

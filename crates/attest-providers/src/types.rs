@@ -107,7 +107,10 @@ pub struct ProtocolViolation {
     pub detail: String,
 }
 
-/// Receives answer text as it streams in, for live display.
+/// Receives response text as it streams in, for live display only. HTTP
+/// providers pass the text content (not tool-call arguments); the local
+/// provider passes the raw generated text, tool-call syntax included. Pieces
+/// are always whole characters.
 #[derive(Clone)]
 pub struct TextSink(pub std::sync::Arc<dyn Fn(&str) + Send + Sync>);
 

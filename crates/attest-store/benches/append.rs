@@ -14,6 +14,7 @@ fn event(seq: u64) -> LogEntry {
             body: EventBody::Progress {
                 step: (seq / 5) as u32,
                 text: "Reading the configuration file to find the port it sets.".into(),
+                delta: false,
             },
         },
     }

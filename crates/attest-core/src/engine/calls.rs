@@ -36,7 +36,11 @@ impl Run<'_> {
         if !response.text.trim().is_empty() {
             let text = self.push_assistant(response, AssistantPhase::Commentary)?;
             self.state.on_commentary(&text, &format!("step_{step}"));
-            self.emit(EventBody::Progress { step, text })?;
+            self.emit(EventBody::Progress {
+                step,
+                text,
+                delta: false,
+            })?;
         }
         let calls: Vec<ParsedCall> = response
             .tool_calls

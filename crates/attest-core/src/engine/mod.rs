@@ -4,10 +4,12 @@
 //! calling the model again.
 //!
 //! Files: `run.rs` (the loop and the terminal decision), `calls.rs` (tool
-//! call execution), `model.rs` (model calls, retries, protocol checks).
+//! call execution), `model.rs` (model calls, retries, protocol checks),
+//! `deltas.rs` (live token deltas, redacted across their boundaries).
 
 mod calls;
 mod compaction;
+mod deltas;
 mod history_tool;
 mod model;
 mod run;
@@ -93,6 +95,10 @@ pub struct RunConfig {
     pub doom_loop: DoomLoopLimits,
     /// Live display of streamed answer text (`attest chat`); not logged.
     pub text_sink: Option<TextSink>,
+    /// Emit the model's response as it is generated: `progress` events with
+    /// `delta: true`, redacted, to the observer only (never logged; they
+    /// carry the `seq` of the last logged event). Works alongside `text_sink`.
+    pub stream_progress: bool,
     /// What happens to the model's reasoning content (SPEC D6).
     pub reasoning: ReasoningPolicy,
     /// Compact the history before the first request (`/compact`).
@@ -194,6 +200,7 @@ impl RunConfig {
             context_layers: Vec::new(),
             doom_loop: DoomLoopLimits::default(),
             text_sink: None,
+            stream_progress: false,
             reasoning: ReasoningPolicy::default(),
             force_compaction: false,
             defer_tools_after: Some(24),

@@ -1,6 +1,7 @@
 //! Model calls: request assembly from the transcript, retries with
 //! backoff, interruption, and the protocol checks on each response.
 
+use super::deltas::DeltaStream;
 use super::run::Run;
 use super::EngineError;
 use crate::forgery;
@@ -9,8 +10,9 @@ use attest_protocol::{
     CacheResetPoint, CacheResetReason, ContextSource, EventBody, HarnessMessageKind,
     ProtocolErrorKind, TraceRecord, TranscriptItem,
 };
-use attest_providers::{pairing, ModelRequest, ModelResponse};
+use attest_providers::{pairing, ModelRequest, ModelResponse, TextSink};
 use std::sync::Arc;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -144,6 +146,21 @@ impl Run<'_> {
             stop: Vec::new(),
         };
         let provider = Arc::clone(&self.engine.provider);
+        let streaming = self.cfg.stream_progress;
+        let (delta_tx, mut delta_rx) = mpsc::unbounded_channel::<String>();
+        // Deltas go through a channel: the sink may be called on another
+        // thread (the local model's), events are emitted from this task.
+        let sink = if streaming {
+            let outer = self.cfg.text_sink.clone();
+            Some(TextSink(Arc::new(move |text: &str| {
+                if let Some(outer) = &outer {
+                    (outer.0)(text);
+                }
+                let _ = delta_tx.send(text.to_string());
+            })))
+        } else {
+            self.cfg.text_sink.clone()
+        };
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -162,15 +179,36 @@ impl Run<'_> {
                 context_sources: context_sources.clone(),
                 pairing_notes: normalized.notes.clone(),
             })?;
-            let result = tokio::select! {
-                r = async {
-                    match &self.cfg.text_sink {
-                        Some(sink) => provider.complete_streaming(&request, sink).await,
-                        None => provider.complete(&request).await,
-                    }
-                } => r,
-                why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),
+            let call = async {
+                match &sink {
+                    Some(sink) => provider.complete_streaming(&request, sink).await,
+                    None => provider.complete(&request).await,
+                }
             };
+            let mut call = std::pin::pin!(call);
+            let mut deltas = DeltaStream::default();
+            let result = loop {
+                tokio::select! {
+                    r = &mut call => break r,
+                    Some(text) = delta_rx.recv(), if streaming => {
+                        self.show_deltas(step, &mut deltas, text, &mut delta_rx);
+                    }
+                    why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),
+                }
+            };
+            // What streamed before the call returned comes before the
+            // events of its response.
+            if streaming {
+                self.show_deltas(step, &mut deltas, String::new(), &mut delta_rx);
+                let held = deltas.finish(&|t: &str| self.redact(t));
+                if let Some(text) = held {
+                    self.emit_live(EventBody::Progress {
+                        step,
+                        text,
+                        delta: true,
+                    });
+                }
+            }
             let error = match result {
                 Ok(response) => {
                     self.record_response(step, &response)?;
@@ -200,6 +238,30 @@ impl Run<'_> {
                 _ = tokio::time::sleep(delay) => {}
                 why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),
             }
+        }
+    }
+
+    /// Show `text` and whatever else is pending as one delta event (live
+    /// only, redacted; see [`DeltaStream`]).
+    fn show_deltas(
+        &mut self,
+        step: u32,
+        deltas: &mut DeltaStream,
+        mut text: String,
+        pending: &mut mpsc::UnboundedReceiver<String>,
+    ) {
+        while let Ok(more) = pending.try_recv() {
+            text.push_str(&more);
+        }
+        if text.is_empty() {
+            return;
+        }
+        if let Some(text) = deltas.push(&text, &|t: &str| self.redact(t)) {
+            self.emit_live(EventBody::Progress {
+                step,
+                text,
+                delta: true,
+            });
         }
     }
 

@@ -572,6 +572,19 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// An event for the observer only, not the log (live token deltas):
+    /// it carries the `seq` of the last logged event, so the log's
+    /// sequence stays without gaps.
+    pub(super) fn emit_live(&mut self, body: EventBody) {
+        let event = Event {
+            run_id: self.cfg.run_id.clone(),
+            seq: self.seq,
+            ts: chrono::Utc::now(),
+            body,
+        };
+        (self.observer)(&event);
+    }
+
     pub(super) fn push(&mut self, item: TranscriptItem) -> Result<(), EngineError> {
         self.log.append(&LogEntry::Item { item: item.clone() })?;
         self.items.push(item);
