@@ -626,6 +626,44 @@ async fn an_identical_observe_call_is_not_executed_twice() {
     );
 }
 
+#[tokio::test]
+async fn repeating_a_call_whose_result_is_in_context_gets_a_repeat_reminder_then_stops() {
+    let again = r#"{"tool_calls":[{"name":"read_file","arguments":{"path":"notes.txt"}}]}"#;
+    let script = format!(
+        "[{first}, {again}, {again}, {again}, {again}, {again}, {{\"text\":\"never\"}}]",
+        first = r#"{"tool_calls":[{"id":"first","name":"read_file","arguments":{"path":"notes.txt"}}]}"#,
+    );
+    let h = harness(&script, false);
+    let (outcome, _log, events) = run(&h, ContractKind::Observe, "What does notes.txt say?").await;
+    // One real read; five repeats skipped; the third repeat brings the
+    // reminder, the fifth ends the run.
+    let statuses: Vec<&str> = outcome.receipts.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["ok", "skipped", "skipped", "skipped", "skipped", "skipped"]);
+    assert_eq!(outcome.state, TerminalState::Incomplete);
+    assert_eq!(outcome.reason, TerminalReason::DoomLoop);
+    let reminder = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::ReminderInjected { text, count, .. } => Some((text.clone(), *count)),
+            _ => None,
+        })
+        .expect("a reminder");
+    assert_eq!(reminder.1, 3);
+    assert!(
+        reminder.0.contains("called `read_file` with the same arguments 3 times")
+            && reminder.0.contains("already in the conversation above")
+            && !reminder.0.contains("failed"),
+        "{}",
+        reminder.0
+    );
+    // The model saw it as the latest user-role message of the next request.
+    let next = &h.provider.requests()[4];
+    match next.history.last() {
+        Some(TranscriptItem::HarnessMessage { text, .. }) => assert_eq!(text, &reminder.0),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A provider that streams each response in scripted pieces. After the
 /// first piece of a streamed call it waits until the observer has seen a
 /// delta event, so the test knows deltas are shown while the call runs.

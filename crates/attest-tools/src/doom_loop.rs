@@ -75,6 +75,23 @@ impl DoomLoopGuard {
             self.count = 0;
             return DoomLoopSignal::None;
         };
+        self.count_repeat(fp, tool_name, failure_reminder)
+    }
+
+    /// Feeds a call that was not run because an identical call already
+    /// succeeded (`fingerprint` names tool and arguments). Repeats count
+    /// like identical failures, with a reminder that says what happened.
+    pub fn on_repeated_call(&mut self, tool_name: &str, fingerprint: &str) -> DoomLoopSignal {
+        let fp = format!("repeat:{fingerprint}");
+        self.count_repeat(&fp, tool_name, repeat_reminder)
+    }
+
+    fn count_repeat(
+        &mut self,
+        fp: &str,
+        tool_name: &str,
+        reminder: fn(&str, u32) -> String,
+    ) -> DoomLoopSignal {
         if self.current.as_deref() == Some(fp) {
             self.count = self.count.saturating_add(1);
         } else {
@@ -85,7 +102,7 @@ impl DoomLoopGuard {
             DoomLoopSignal::Stop
         } else if self.count == self.threshold {
             DoomLoopSignal::InjectReminder {
-                text: reminder_text(tool_name, self.count),
+                text: reminder(tool_name, self.count),
                 count: self.count,
             }
         } else {
@@ -94,8 +111,17 @@ impl DoomLoopGuard {
     }
 }
 
+/// The reminder for a repeated call whose result is already in context.
+fn repeat_reminder(tool_name: &str, count: u32) -> String {
+    format!(
+        "[attest reminder] You have now called `{tool_name}` with the same arguments {count} times. \
+         Its result is already in the conversation above; calling it again returns nothing new. \
+         Answer the user's question from that result now, or say plainly what it does not tell you."
+    )
+}
+
 /// The reminder: what failed, how often, and what to do instead.
-fn reminder_text(tool_name: &str, count: u32) -> String {
+fn failure_reminder(tool_name: &str, count: u32) -> String {
     format!(
         "[attest reminder] The call to `{tool_name}` has now failed {count} times in a row with the \
          same arguments and the same error. Repeating it will not help. {} If you cannot make \
@@ -133,6 +159,31 @@ mod tests {
         assert_eq!(fail(&mut g, "a"), DoomLoopSignal::Stop);
         // It stays stopped while the loop goes on.
         assert_eq!(fail(&mut g, "a"), DoomLoopSignal::Stop);
+    }
+
+    #[test]
+    fn repeated_calls_get_their_own_reminder_and_stop_like_failures() {
+        let mut g = DoomLoopGuard::default();
+        assert_eq!(g.on_repeated_call("read_file", "fp"), DoomLoopSignal::None);
+        assert_eq!(g.on_repeated_call("read_file", "fp"), DoomLoopSignal::None);
+        match g.on_repeated_call("read_file", "fp") {
+            DoomLoopSignal::InjectReminder { text, count } => {
+                assert_eq!(count, 3);
+                assert!(
+                    text.contains("called `read_file` with the same arguments 3 times"),
+                    "{text}"
+                );
+                assert!(
+                    !text.contains("failed"),
+                    "a repeat is not a failure: {text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(g.on_repeated_call("read_file", "fp"), DoomLoopSignal::None);
+        assert_eq!(g.on_repeated_call("read_file", "fp"), DoomLoopSignal::Stop);
+        // A failure with the same fingerprint text is another loop.
+        assert_eq!(fail(&mut g, "fp"), DoomLoopSignal::None);
     }
 
     #[test]

@@ -173,8 +173,14 @@ impl Run<'_> {
                     call.name
                 );
                 self.record_refusal(step, call, ReceiptStatus::Skipped, &reason)?;
-                let repeat = format!("repeat:{}:{}", call.name, prepared.input_fingerprint);
-                return self.watch_doom_loop(step, &call.name, Some(repeat), false);
+                let fingerprint = format!("{}:{}", call.name, prepared.input_fingerprint);
+                let signal = self.doom.on_repeated_call(&call.name, &fingerprint);
+                return self.act_on_doom_signal(
+                    step,
+                    &call.name,
+                    signal,
+                    "kept repeating the same call",
+                );
             }
         }
         let outcome = registry.check(&call.id, &prepared).await;
@@ -296,18 +302,26 @@ impl Run<'_> {
                 .last()
                 .map(|r| format!("{}:{}", r.tool_name, r.input_fingerprint))
         });
-        match self
+        let signal = self
             .doom
-            .on_tool_result(tool, fingerprint.as_deref(), success)
-        {
+            .on_tool_result(tool, fingerprint.as_deref(), success);
+        self.act_on_doom_signal(step, tool, signal, "kept failing the same way")
+    }
+
+    fn act_on_doom_signal(
+        &mut self,
+        step: u32,
+        tool: &str,
+        signal: DoomLoopSignal,
+        what: &str,
+    ) -> Result<(), EngineError> {
+        match signal {
             DoomLoopSignal::None => {}
             DoomLoopSignal::InjectReminder { text, count } => {
                 self.pending_reminder = Some((text, count));
             }
             DoomLoopSignal::Stop => {
-                self.doom_stop = Some(format!(
-                    "`{tool}` kept failing the same way after a reminder (step {step})"
-                ));
+                self.doom_stop = Some(format!("`{tool}` {what} after a reminder (step {step})"));
             }
         }
         Ok(())
