@@ -638,7 +638,10 @@ async fn repeating_a_call_whose_result_is_in_context_gets_a_repeat_reminder_then
     // One real read; five repeats skipped; the third repeat brings the
     // reminder, the fifth ends the run.
     let statuses: Vec<&str> = outcome.receipts.iter().map(|r| r.status.as_str()).collect();
-    assert_eq!(statuses, ["ok", "skipped", "skipped", "skipped", "skipped", "skipped"]);
+    assert_eq!(
+        statuses,
+        ["ok", "skipped", "skipped", "skipped", "skipped", "skipped"]
+    );
     assert_eq!(outcome.state, TerminalState::Incomplete);
     assert_eq!(outcome.reason, TerminalReason::DoomLoop);
     let reminder = events
@@ -650,7 +653,9 @@ async fn repeating_a_call_whose_result_is_in_context_gets_a_repeat_reminder_then
         .expect("a reminder");
     assert_eq!(reminder.1, 3);
     assert!(
-        reminder.0.contains("called `read_file` with the same arguments 3 times")
+        reminder
+            .0
+            .contains("called `read_file` with the same arguments 3 times")
             && reminder.0.contains("already in the conversation above")
             && !reminder.0.contains("failed"),
         "{}",
