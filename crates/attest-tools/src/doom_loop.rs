@@ -75,21 +75,23 @@ impl DoomLoopGuard {
             self.count = 0;
             return DoomLoopSignal::None;
         };
-        self.count_repeat(fp, tool_name, failure_reminder)
+        self.count_repeat(fp, tool_name, self.threshold, failure_reminder)
     }
 
     /// Feeds a call that was not run because an identical call already
-    /// succeeded (`fingerprint` names tool and arguments). Repeats count
-    /// like identical failures, with a reminder that says what happened.
+    /// succeeded (`fingerprint` names tool and arguments). The first repeat
+    /// already brings a reminder — there is nothing to retry, the result is
+    /// in context — and repeats after it end the run as failures would.
     pub fn on_repeated_call(&mut self, tool_name: &str, fingerprint: &str) -> DoomLoopSignal {
         let fp = format!("repeat:{fingerprint}");
-        self.count_repeat(&fp, tool_name, repeat_reminder)
+        self.count_repeat(&fp, tool_name, 1, repeat_reminder)
     }
 
     fn count_repeat(
         &mut self,
         fp: &str,
         tool_name: &str,
+        threshold: u32,
         reminder: fn(&str, u32) -> String,
     ) -> DoomLoopSignal {
         if self.current.as_deref() == Some(fp) {
@@ -98,9 +100,9 @@ impl DoomLoopGuard {
             self.current = Some(fp.to_string());
             self.count = 1;
         }
-        if self.count >= self.threshold.saturating_add(self.extra_repeats) {
+        if self.count >= threshold.saturating_add(self.extra_repeats) {
             DoomLoopSignal::Stop
-        } else if self.count == self.threshold {
+        } else if self.count == threshold {
             DoomLoopSignal::InjectReminder {
                 text: reminder(tool_name, self.count),
                 count: self.count,
@@ -112,9 +114,9 @@ impl DoomLoopGuard {
 }
 
 /// The reminder for a repeated call whose result is already in context.
-fn repeat_reminder(tool_name: &str, count: u32) -> String {
+fn repeat_reminder(tool_name: &str, _count: u32) -> String {
     format!(
-        "[attest reminder] You have now called `{tool_name}` with the same arguments {count} times. \
+        "[attest reminder] You called `{tool_name}` again with the same arguments. \
          Its result is already in the conversation above; calling it again returns nothing new. \
          Answer the user's question from that result now, or say plainly what it does not tell you."
     )
@@ -164,13 +166,12 @@ mod tests {
     #[test]
     fn repeated_calls_get_their_own_reminder_and_stop_like_failures() {
         let mut g = DoomLoopGuard::default();
-        assert_eq!(g.on_repeated_call("read_file", "fp"), DoomLoopSignal::None);
-        assert_eq!(g.on_repeated_call("read_file", "fp"), DoomLoopSignal::None);
+        // The first repeat is reminded at once: nothing is left to retry.
         match g.on_repeated_call("read_file", "fp") {
             DoomLoopSignal::InjectReminder { text, count } => {
-                assert_eq!(count, 3);
+                assert_eq!(count, 1);
                 assert!(
-                    text.contains("called `read_file` with the same arguments 3 times"),
+                    text.contains("called `read_file` again with the same arguments"),
                     "{text}"
                 );
                 assert!(
