@@ -110,7 +110,8 @@ impl Redactor {
             Value::Object(map) => Value::Object(
                 map.iter()
                     .map(|(k, v)| {
-                        let v = if is_secret_key(k) && !v.is_null() {
+                        let count = is_count_key(k) && v.is_number();
+                        let v = if is_secret_key(k) && !v.is_null() && !count {
                             Value::String(REDACTED.to_string())
                         } else {
                             self.redact_json(v)
@@ -142,6 +143,20 @@ impl Redactor {
                 out = re.replace_all(&out, *replacement).into_owned();
             }
         }
+        let re = secret_assignment();
+        if re.is_match(&out) {
+            out = re
+                .replace_all(&out, |c: &regex::Captures| {
+                    let value = c[4].trim_end_matches(['}', ']', ')']);
+                    let number = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+                    if is_count_key(&c[1]) && number {
+                        c[0].to_string()
+                    } else {
+                        format!("{}{}{REDACTED}", &c[1], &c[3])
+                    }
+                })
+                .into_owned();
+        }
         redact_blobs(&out)
     }
 }
@@ -169,11 +184,31 @@ pub fn is_secret_key(key: &str) -> bool {
     EXACT.contains(&k.as_str()) || PARTS.iter().any(|p| k.contains(p))
 }
 
+/// True for keys that name a number of tokens (`max_tokens`,
+/// `prompt_tokens`, `token_count`): their numeric values are counts, not
+/// credentials, and stay.
+fn is_count_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase().replace('-', "_");
+    k.ends_with("tokens") || k.ends_with("token_count") || k.contains("tokeniz")
+}
+
+/// `key=value` / `key: value` where the key names a secret: group 1 the
+/// key, 3 the separator, 4 the value.
+fn secret_assignment() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r#"(?i)\b([a-z0-9_.-]*(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth)[a-z0-9_.-]*)(\x22?\s*[:=]\s*\x22?)([^\s\x22',;&]+)"#,
+        )
+        .unwrap_or_else(|e| panic!("built-in redaction pattern must compile: {e}"))
+    })
+}
+
 /// Patterns with their replacements, in application order.
 fn patterns() -> &'static [(Regex, &'static str)] {
     static PATTERNS: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
-        let table: [(&str, &'static str); 10] = [
+        let table: [(&str, &'static str); 9] = [
             // PEM private keys, whole block.
             (
                 r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
@@ -205,11 +240,6 @@ fn patterns() -> &'static [(Regex, &'static str)] {
             (
                 r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
                 REDACTED,
-            ),
-            // key=value / key: value where the key names a secret.
-            (
-                r#"(?i)\b([a-z0-9_.-]*(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth)[a-z0-9_.-]*)(\x22?\s*[:=]\s*\x22?)([^\s\x22',;&]+)"#,
-                "${1}${3}[REDACTED]",
             ),
             // Authorization headers of other schemes.
             (
@@ -281,6 +311,31 @@ fn limit(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_counts_are_not_secrets_but_tokens_are() {
+        let r = Redactor::new();
+        let text = r#"{"prompt_tokens":954,"max_tokens": 256} max_tokens=4096 auth_token=abc123def456 tokens: sk9"#;
+        let out = r.redact(text);
+        assert!(out.contains(r#""prompt_tokens":954"#), "{out}");
+        assert!(out.contains(r#""max_tokens": 256"#), "{out}");
+        assert!(out.contains("max_tokens=4096"), "{out}");
+        assert!(out.contains("auth_token=[REDACTED]"), "{out}");
+        assert!(
+            out.contains("tokens: [REDACTED]"),
+            "a non-number under a count key goes: {out}"
+        );
+        let json = serde_json::json!({
+            "usage": {"completion_tokens": 12, "total_tokens": 966},
+            "refresh_tokens": ["r-1"],
+            "access_token": "abc"
+        });
+        let out = r.redact_json(&json);
+        assert_eq!(out["usage"]["completion_tokens"], 12);
+        assert_eq!(out["usage"]["total_tokens"], 966);
+        assert_eq!(out["refresh_tokens"], REDACTED);
+        assert_eq!(out["access_token"], REDACTED);
+    }
     use serde_json::json;
 
     /// Each canary must vanish from the output; the surrounding text stays.
