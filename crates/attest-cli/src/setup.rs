@@ -618,6 +618,15 @@ fn local_provider(
 
     let mut cfg = LocalConfig::new(&path);
     cfg.threads = args.threads.or(file.provider.threads);
+    if let Some(n) = cfg.threads.filter(|&n| n > 0) {
+        // Generation runs on the provider's own pool; prompt evaluation runs
+        // in candle's kernels, whose worker pool is sized once, from this
+        // variable, on first use (later than this). Nothing else reads or
+        // writes the environment at this point of set-up.
+        if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+            std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
+        }
+    }
     cfg.max_context = file.provider.context_length;
     if let Some(t) = file.provider.max_tokens {
         cfg.max_new_tokens = t as usize;
