@@ -41,7 +41,7 @@ fn an_observe_task_with_the_embedded_model_ends_as_its_receipts_say() {
             "-C",
         ])
         .arg(ws.path())
-        .arg("Read Cargo.toml and tell me the package name.")
+        .arg("What does Cargo.toml say this package is called?")
         .env_remove("ATTEST_LOCAL_MODEL")
         .env_remove("ATTEST_MODEL")
         .output()
