@@ -202,10 +202,10 @@ impl HumanRenderer {
                 err,
                 "  ⇣ history compacted: {archived_items} item(s) archived (declared cache reset point)"
             ),
-            EventBody::ReminderInjected { count, .. } => writeln!(
-                err,
-                "  ↻ reminder: the same call failed {count} times in a row; asked the model to change strategy"
-            ),
+            EventBody::ReminderInjected { text, .. } => {
+                let text = text.strip_prefix("[attest reminder] ").unwrap_or(text);
+                writeln!(err, "  ↻ reminder: {}", one_line(text, 160))
+            }
             EventBody::Final { .. } => Ok(()),
             EventBody::Done {
                 state,

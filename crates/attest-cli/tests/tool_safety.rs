@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 const FAILING_FETCH: &str = r#"
 [[tools]]
@@ -185,4 +185,67 @@ async fn argument_secrets_never_reach_events_or_the_log() {
         !model.request_text(1).contains("sk-live-canary"),
         "canary sent back to the model"
     );
+}
+
+#[tokio::test]
+async fn a_repeated_read_is_skipped_and_reminded_at_once_in_events_and_on_the_terminal() {
+    let v = VARIANTS[0];
+    let ws = TestWorkspace::new();
+    std::fs::write(ws.path().join("notes.txt"), "the answer is 42\n").unwrap();
+    let read = || Turn::tool("read_file", json!({"path": "notes.txt"}));
+    let turns = || vec![read(), read(), Turn::text("The notes say 42.")];
+
+    let model = MockModel::start(v, turns()).await;
+    let r = run_attest(
+        &model,
+        &ws,
+        &["--expect", "observe", "What do the notes say?"],
+    )
+    .await;
+    model.assert_valid();
+    assert_eq!(r.state(), "completed", "{}", r.describe());
+    let statuses: Vec<&Value> = r.done()["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| &x["status"])
+        .collect();
+    assert_eq!(statuses, [&json!("ok"), &json!("skipped")]);
+    let reminders = r.of_type("reminder_injected");
+    assert_eq!(reminders.len(), 1, "{}", r.describe());
+    assert_eq!(reminders[0]["count"], 1);
+    // The third request ends with the reminder, after the skipped call's note.
+    let third = model.request_text(2);
+    assert!(third.contains("ALREADY DONE"), "{third}");
+    assert!(third.contains("called `read_file` again"), "{third}");
+
+    // Human output says what happened, not that a call failed.
+    let model = MockModel::start(v, turns()).await;
+    let args: Vec<String> = [
+        "run",
+        "--provider",
+        "openai",
+        "--base-url",
+        &model.base_url(),
+        "--model",
+        "test-model",
+        "-C",
+        &ws.path().display().to_string(),
+        "--no-stream",
+        "--expect",
+        "observe",
+        "What do the notes say?",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let r = run_binary(args, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.describe());
+    assert!(
+        r.stderr
+            .contains("↻ reminder: You called `read_file` again with the same arguments"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("failed 1 times"), "{}", r.stderr);
 }
