@@ -230,6 +230,36 @@ pub struct Sandbox {
     report: SandboxReport,
 }
 
+/// Prefix of a sandbox's private temp dir, followed by the owning process id.
+const TEMP_PREFIX: &str = "attest-sandbox-";
+
+/// Remove the private temp dirs of attest processes that no longer run (a
+/// killed process cannot remove its own). Linux only: liveness is read from
+/// `/proc`. Best effort: errors are ignored.
+fn sweep_stale_temp_dirs(parent: &Path) {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TEMP_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid.to_string()).exists();
+        if !alive && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 impl Sandbox {
     /// What a sandbox in `mode` would use on this machine, network off.
     pub fn detect(mode: SandboxMode) -> SandboxReport {
@@ -252,12 +282,16 @@ impl Sandbox {
         let (plan, report) = choose(&options, caps, force);
         let tmp = match options.mode {
             SandboxMode::Off => None,
-            _ => Some(
-                tempfile::Builder::new()
-                    .prefix("attest-sandbox-")
-                    .tempdir()
-                    .map_err(SandboxError::TempDir)?,
-            ),
+            _ => {
+                let parent = std::env::temp_dir();
+                sweep_stale_temp_dirs(&parent);
+                Some(
+                    tempfile::Builder::new()
+                        .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
+                        .tempdir_in(&parent)
+                        .map_err(SandboxError::TempDir)?,
+                )
+            }
         };
         // Canonical paths: bind mounts and Landlock rules resolve symlinks.
         let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
@@ -441,6 +475,33 @@ fn choose(
     };
     report.filesystem_confined = report.mechanism.is_some();
     (plan, report)
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    #[test]
+    fn temp_dirs_of_dead_processes_are_removed_and_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        // Above Linux's largest pid: never a live process.
+        let dead = parent.path().join(format!("{TEMP_PREFIX}999999999-abc"));
+        let mine = parent
+            .path()
+            .join(format!("{TEMP_PREFIX}{}-def", std::process::id()));
+        let unrelated = parent.path().join("attest-sandbox-nopid");
+        for d in [&dead, &mine, &unrelated] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("f"), "x").unwrap();
+        }
+        sweep_stale_temp_dirs(parent.path());
+        assert!(!dead.exists());
+        assert!(mine.exists());
+        assert!(
+            unrelated.exists(),
+            "names without a pid are not ours to judge"
+        );
+    }
 }
 
 #[cfg(test)]
