@@ -426,23 +426,10 @@ async fn stream_tokens_shows_http_deltas_live_and_only_when_asked() {
     let v = STREAM_VARIANTS[0];
     let ws = TestWorkspace::new();
     let model = MockModel::start(v, turns()).await;
-    let r = run_binary(
-        s(&[
-            "run",
-            "--provider",
-            "openai",
-            "--base-url",
-            &model.base_url(),
-            "--model",
-            "m",
-            "--stream-tokens",
-            "--expect",
-            "observe",
-            "-C",
-            ws.path().to_str().unwrap(),
-            "Which port?",
-        ]),
-        &[],
+    let r = run_attest_human(
+        &model,
+        &ws,
+        &["--stream-tokens", "--expect", "observe", "Which port?"],
     )
     .await;
     assert_eq!(r.code, 0, "{}", r.describe());

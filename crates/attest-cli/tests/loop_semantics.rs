@@ -137,24 +137,7 @@ async fn item02_human_output_shows_the_unverified_banner() {
     let ws = TestWorkspace::new();
     let model =
         MockModel::start(v, vec![Turn::text("I read it: 8080."), Turn::text("8080.")]).await;
-    let args: Vec<String> = [
-        "run",
-        "--provider",
-        "openai",
-        "--base-url",
-        &model.base_url(),
-        "--model",
-        "m",
-        "-C",
-        &ws.path().display().to_string(),
-        "--expect",
-        "observe",
-        "Which port?",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let r = run_binary(args, &[]).await;
+    let r = run_attest_human(&model, &ws, &["--expect", "observe", "Which port?"]).await;
     assert_eq!(r.code, 3, "{}", r.describe());
     assert!(r.stdout.starts_with("UNVERIFIED"), "{}", r.stdout);
     assert!(r.stdout.contains("observe"), "{}", r.stdout);

@@ -221,25 +221,12 @@ async fn a_repeated_read_is_skipped_and_reminded_at_once_in_events_and_on_the_te
 
     // Human output says what happened, not that a call failed.
     let model = MockModel::start(v, turns()).await;
-    let args: Vec<String> = [
-        "run",
-        "--provider",
-        "openai",
-        "--base-url",
-        &model.base_url(),
-        "--model",
-        "test-model",
-        "-C",
-        &ws.path().display().to_string(),
-        "--no-stream",
-        "--expect",
-        "observe",
-        "What do the notes say?",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let r = run_binary(args, &[]).await;
+    let r = run_attest_human(
+        &model,
+        &ws,
+        &["--expect", "observe", "What do the notes say?"],
+    )
+    .await;
     assert_eq!(r.code, 0, "{}", r.describe());
     assert!(
         r.stderr

@@ -375,13 +375,24 @@ impl RunResult {
 
 /// Run `attest run --json` against the mock with extra args; parses events.
 pub async fn run_attest(model: &MockModel, ws: &TestWorkspace, extra: &[&str]) -> RunResult {
+    run_binary(mock_run_args(model, ws, true, extra), &[]).await
+}
+
+/// Run `attest run` with human output (no `--json`) against the mock.
+pub async fn run_attest_human(model: &MockModel, ws: &TestWorkspace, extra: &[&str]) -> RunResult {
+    run_binary(mock_run_args(model, ws, false, extra), &[]).await
+}
+
+fn mock_run_args(model: &MockModel, ws: &TestWorkspace, json: bool, extra: &[&str]) -> Vec<String> {
     let provider = match model.variant.wire {
         Wire::OpenAi => "openai",
         Wire::Anthropic => "anthropic",
     };
-    let mut args: Vec<String> = vec![
-        "run".into(),
-        "--json".into(),
+    let mut args: Vec<String> = vec!["run".into()];
+    if json {
+        args.push("--json".into());
+    }
+    args.extend([
         "--provider".into(),
         provider.into(),
         "--base-url".into(),
@@ -396,9 +407,9 @@ pub async fn run_attest(model: &MockModel, ws: &TestWorkspace, extra: &[&str]) -
             "--no-stream"
         }
         .into(),
-    ];
+    ]);
     args.extend(extra.iter().map(|s| s.to_string()));
-    run_binary(args, &[]).await
+    args
 }
 
 /// Run the `attest` binary with arguments and extra environment variables.
