@@ -19,6 +19,8 @@ pub(super) struct DeltaStream {
     raw: String,
     /// The redacted form of the part of `raw` already shown.
     shown: String,
+    /// Bytes of `raw` that `shown` covers.
+    covered: usize,
     /// Redaction rewrote shown text: the rest of this response is not streamed.
     stopped: bool,
 }
@@ -47,10 +49,15 @@ impl DeltaStream {
         let out = self.show(self.raw.len(), redact);
         self.raw.clear();
         self.shown.clear();
+        self.covered = 0;
         out
     }
 
     fn show(&mut self, cut: usize, redact: Redact<'_>) -> Option<String> {
+        if cut == self.covered {
+            // Nothing new up to a whitespace: no need to redact again.
+            return None;
+        }
         let redacted = redact(&self.raw[..cut]);
         let Some(new) = redacted
             .strip_prefix(self.shown.as_str())
@@ -60,13 +67,22 @@ impl DeltaStream {
             return None;
         };
         self.shown = redacted;
+        self.covered = cut;
         // Lines shown whole leave the window, so each redaction covers the
-        // current line rather than the whole response so far.
-        if let Some(nl) = self.raw[..cut].rfind('\n') {
+        // current line and the one before it (a `key:` line and its value
+        // on the next line are redacted together) rather than the whole
+        // response so far.
+        // A line leaves only where the split changes no redaction: what
+        // stays must redact alone to what was shown of it.
+        let last_nl = self.raw[..cut].rfind('\n');
+        if let Some(nl) = last_nl.and_then(|nl| self.raw[..nl].rfind('\n')) {
             let done = redact(&self.raw[..=nl]);
-            if self.shown.starts_with(&done) {
+            let stable = self.shown.starts_with(&done)
+                && self.shown[done.len()..] == redact(&self.raw[nl + 1..cut]);
+            if stable {
                 self.raw.drain(..=nl);
                 self.shown.drain(..done.len());
+                self.covered -= nl + 1;
             }
         }
         (!new.is_empty()).then_some(new)
@@ -130,6 +146,14 @@ mod tests {
         let out = stream(&["api_key", " = ", "abc", "def123 ", "ok"], &r).concat();
         assert!(!out.contains("abcdef123"), "{out}");
         assert!(out.ends_with("ok"), "{out}");
+        // The key on one line, its value on the next (YAML style).
+        let out = stream(
+            &["config:\n", "api_key:\n", "  abc123", "def456\n", "done\n"],
+            &r,
+        )
+        .concat();
+        assert!(!out.contains("abc123def456"), "{out}");
+        assert!(out.ends_with("done\n"), "{out}");
     }
 
     #[test]
