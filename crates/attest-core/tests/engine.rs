@@ -666,6 +666,33 @@ async fn repeating_a_call_whose_result_is_in_context_gets_a_repeat_reminder_then
     }
 }
 
+#[tokio::test]
+async fn repeats_within_one_response_do_not_end_the_run_before_the_reminder_is_seen() {
+    let call = |id: &str| {
+        format!(r#"{{"id":"{id}","name":"read_file","arguments":{{"path":"notes.txt"}}}}"#)
+    };
+    let script = format!(
+        r#"[{{"tool_calls":[{}]}}, {{"tool_calls":[{}, {}, {}, {}]}}, {{"text":"notes.txt says 42."}}]"#,
+        call("first"),
+        call("a"),
+        call("b"),
+        call("c"),
+        call("d"),
+    );
+    let h = harness(&script, false);
+    let (outcome, _log, events) = run(&h, ContractKind::Observe, "What does notes.txt say?").await;
+    assert_eq!(outcome.state, TerminalState::Completed, "{}", outcome.basis);
+    let statuses: Vec<&str> = outcome.receipts.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["ok", "skipped", "skipped", "skipped", "skipped"]);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e.body, EventBody::ReminderInjected { .. }))
+            .count(),
+        1
+    );
+}
+
 /// A provider that streams each response in scripted pieces. After the
 /// first piece of a streamed call it waits until the observer has seen a
 /// delta event, so the test knows deltas are shown while the call runs.

@@ -320,6 +320,10 @@ impl Run<'_> {
             DoomLoopSignal::InjectReminder { text, count } => {
                 self.pending_reminder = Some((text, count));
             }
+            // Several identical calls in one response can pass the limit
+            // before the reminder is sent: the run ends only once the model
+            // has seen it.
+            DoomLoopSignal::Stop if self.pending_reminder.is_some() => {}
             DoomLoopSignal::Stop => {
                 self.doom_stop = Some(format!("`{tool}` {what} after a reminder (step {step})"));
             }
