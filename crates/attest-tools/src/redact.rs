@@ -110,7 +110,8 @@ impl Redactor {
             Value::Object(map) => Value::Object(
                 map.iter()
                     .map(|(k, v)| {
-                        let count = is_count_key(k) && v.is_number();
+                        let count = is_count_key(k)
+                            && v.as_u64().is_some_and(|n| is_count_value(&n.to_string()));
                         let v = if is_secret_key(k) && !v.is_null() && !count {
                             Value::String(REDACTED.to_string())
                         } else {
@@ -148,8 +149,7 @@ impl Redactor {
             out = re
                 .replace_all(&out, |c: &regex::Captures| {
                     let value = c[4].trim_end_matches(['}', ']', ')']);
-                    let number = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
-                    if is_count_key(&c[1]) && number {
+                    if is_count_key(&c[1]) && is_count_value(value) {
                         c[0].to_string()
                     } else {
                         format!("{}{}{REDACTED}", &c[1], &c[3])
@@ -184,12 +184,25 @@ pub fn is_secret_key(key: &str) -> bool {
     EXACT.contains(&k.as_str()) || PARTS.iter().any(|p| k.contains(p))
 }
 
-/// True for keys that name a number of tokens (`max_tokens`,
-/// `prompt_tokens`, `token_count`): their numeric values are counts, not
-/// credentials, and stay.
+/// True for keys that name a number of model tokens (`max_tokens`,
+/// `prompt_tokens`, `history_tokens_before`, `token_count`): their short
+/// numeric values are counts, not credentials. A key that also names a
+/// credential (`auth_tokens`, `refresh_tokens`, `api_key_tokens`) is not one.
 fn is_count_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase().replace('-', "_");
-    k.ends_with("tokens") || k.ends_with("token_count") || k.contains("tokeniz")
+    let k = key.to_ascii_lowercase().replace(['-', '.'], "_");
+    let counts = ["tokens", "token_count", "tokens_before", "tokens_after"]
+        .iter()
+        .any(|end| k.ends_with(end));
+    const CREDENTIAL_WORDS: [&str; 12] = [
+        "auth", "access", "refresh", "session", "bearer", "api", "key", "secret", "pass",
+        "private", "id_token", "csrf",
+    ];
+    counts && !CREDENTIAL_WORDS.iter().any(|w| k.contains(w))
+}
+
+/// A count small enough to be one: at most nine digits.
+fn is_count_value(value: &str) -> bool {
+    (1..=9).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// `key=value` / `key: value` where the key names a secret: group 1 the
@@ -335,6 +348,11 @@ mod tests {
         assert_eq!(out["usage"]["total_tokens"], 966);
         assert_eq!(out["refresh_tokens"], REDACTED);
         assert_eq!(out["access_token"], REDACTED);
+        let out = r.redact_json(
+            &serde_json::json!({"auth_tokens": 987654321, "tokens": 1234567890123u64}),
+        );
+        assert_eq!(out["auth_tokens"], REDACTED);
+        assert_eq!(out["tokens"], REDACTED);
     }
     use serde_json::json;
 
