@@ -315,6 +315,16 @@ impl Model {
                 ))
             })
             .map_err(|e| bad(e.to_string()))?;
+        check_shapes(
+            &embed, &output_t, &layers, n_embd, n_head, n_kv_head, head_dim,
+        )
+        .map_err(bad)?;
+        if norm.elem_count() != n_embd {
+            return Err(bad(format!(
+                "output_norm.weight has {} values, not {n_embd}",
+                norm.elem_count()
+            )));
+        }
         let cfg = ModelConfig {
             arch,
             n_layer,
@@ -513,6 +523,64 @@ impl Model {
         let logits = self.output.forward(&last)?;
         logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
     }
+}
+
+/// Every weight has the shape the metadata implies: a corrupt file gives an
+/// error at load rather than a failure (or silent truncation) mid-run.
+fn check_shapes(
+    embed: &QTensor,
+    output: &QTensor,
+    layers: &[Layer],
+    n_embd: usize,
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+) -> std::result::Result<(), String> {
+    let (q_dim, kv_dim) = (n_head * head_dim, n_kv_head * head_dim);
+    let dims = |name: &str, t: &QTensor| t.shape().dims2().map_err(|e| format!("{name}: {e}"));
+    let (vocab, width) = dims("token_embd.weight", embed)?;
+    if width != n_embd || dims("output.weight", output)? != (vocab, n_embd) {
+        return Err(format!(
+            "embedding or output weight is not ({vocab}, {n_embd})"
+        ));
+    }
+    for (i, l) in layers.iter().enumerate() {
+        let ffn = dims("ffn_up", &l.up)?.0;
+        let expected: [(&str, &QTensor, (usize, usize)); 7] = [
+            ("attn_q", &l.wq, (q_dim, n_embd)),
+            ("attn_k", &l.wk, (kv_dim, n_embd)),
+            ("attn_v", &l.wv, (kv_dim, n_embd)),
+            ("attn_output", &l.wo_t, (n_embd, q_dim)),
+            ("ffn_gate", &l.gate, (ffn, n_embd)),
+            ("ffn_up", &l.up, (ffn, n_embd)),
+            ("ffn_down", &l.down_t, (n_embd, ffn)),
+        ];
+        for (name, t, want) in expected {
+            let got = dims(name, t)?;
+            if got != want {
+                return Err(format!(
+                    "blk.{i}.{name}.weight is {got:?}, expected {want:?}"
+                ));
+            }
+        }
+        let vectors = [
+            ("attn_norm", l.attn_norm_vec.len(), n_embd),
+            ("ffn_norm", l.ffn_norm_vec.len(), n_embd),
+        ];
+        let biases = l.bias_vec.as_ref().map(|[q, k, v]| {
+            [
+                ("attn_q.bias", q.len(), q_dim),
+                ("attn_k.bias", k.len(), kv_dim),
+                ("attn_v.bias", v.len(), kv_dim),
+            ]
+        });
+        for (name, got, want) in vectors.into_iter().chain(biases.into_iter().flatten()) {
+            if got != want {
+                return Err(format!("blk.{i}.{name} has {got} values, expected {want}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Write `new` (`(1, kv, seq, hd)`, positions `pos..pos + seq`) into a

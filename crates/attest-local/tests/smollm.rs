@@ -405,6 +405,30 @@ fn corrupt_and_missing_models_are_errors_not_panics() {
         .unwrap();
     assert!(matches!(err, LocalError::BadModel { .. }), "{err:?}");
 
+    // Metadata that contradicts the weights: one KV head instead of three,
+    // so attn_k/attn_v are three times too wide.
+    let mut patched = bytes.clone();
+    let key = b"llama.attention.head_count_kv";
+    let at = patched
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("the key is in the header")
+        + key.len();
+    assert_eq!(&patched[at..at + 4], &4u32.to_le_bytes(), "a u32 value");
+    assert_eq!(&patched[at + 4..at + 8], &3u32.to_le_bytes());
+    patched[at + 4..at + 8].copy_from_slice(&1u32.to_le_bytes());
+    let inconsistent = dir.path().join("inconsistent.gguf");
+    std::fs::write(&inconsistent, &patched).unwrap();
+    let err = LocalModel::load(&inconsistent, &LoadOptions::default())
+        .err()
+        .unwrap();
+    match &err {
+        LocalError::BadModel { reason, .. } => {
+            assert!(reason.contains("attn_k.weight"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+
     let err = LocalModel::load(&dir.path().join("absent.gguf"), &LoadOptions::default())
         .err()
         .unwrap();
