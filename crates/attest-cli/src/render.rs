@@ -82,6 +82,7 @@ impl HumanRenderer {
             text, delta: true, ..
         } = &event.body
         {
+            let text = terminal_safe(text);
             let _ = err.write_all(text.as_bytes());
             let _ = err.flush();
             if !text.is_empty() {
@@ -233,6 +234,21 @@ impl HumanRenderer {
     }
 }
 
+/// Model text without control characters (other than newline and tab):
+/// untrusted output must not drive the terminal with escape sequences.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if text
+        .chars()
+        .all(|c| !c.is_control() || c == '\n' || c == '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .filter(|&c| !c.is_control() || c == '\n' || c == '\t')
+        .collect::<String>()
+        .into()
+}
+
 pub fn one_line(text: &str, max: usize) -> String {
     let flat: String = text
         .chars()
@@ -241,5 +257,20 @@ pub fn one_line(text: &str, max: usize) -> String {
     match flat.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_model_text_loses_escape_sequences_but_keeps_layout() {
+        let raw = "ok\x1b]0;pwned\x07 \x1b[2Jdone\n\tnext\r";
+        assert_eq!(terminal_safe(raw), "ok]0;pwned [2Jdone\n\tnext");
+        assert!(matches!(
+            terminal_safe("plain\ttext\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }
