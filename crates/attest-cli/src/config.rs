@@ -77,6 +77,9 @@ pub struct ProviderSection {
     pub threads: Option<usize>,
     /// `local`: context length cap, in tokens.
     pub context_length: Option<usize>,
+    /// `local`: keep the system message's KV cache on disk for the next
+    /// run (default: yes).
+    pub prefix_cache: Option<bool>,
 }
 
 /// How shell commands are confined (SPEC F4).

@@ -143,6 +143,11 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
 
 /// `ATTEST_CACHE_DIR/models`, `$XDG_CACHE_HOME/attest/models` or
 /// `~/.cache/attest/models`.
+/// Where stored prompt prefixes live by default: beside the models.
+pub fn default_prefix_cache_dir() -> PathBuf {
+    default_cache_dir().with_file_name("prefixes")
+}
+
 pub fn default_cache_dir() -> PathBuf {
     let nonempty = |v: &str| {
         std::env::var_os(v)

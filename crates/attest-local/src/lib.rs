@@ -10,7 +10,8 @@
 //!   in the GGUF (SPEC D7: tools rendered by the template when it can, by us
 //!   when it cannot).
 //! - [`session`]: prompt → tokens → generation, reusing the cached prefix
-//!   between calls (SPEC D5).
+//!   between calls (SPEC D5); [`prefix_store`]: the system message's KV
+//!   cache on disk, reused by the next process.
 //! - [`provider`]: [`LocalProvider`], the [`attest_providers::ModelProvider`].
 
 mod decode;
@@ -18,6 +19,7 @@ pub mod error;
 pub mod fetch;
 mod gemv;
 pub mod model;
+pub mod prefix_store;
 pub mod provider;
 pub mod session;
 pub mod template;

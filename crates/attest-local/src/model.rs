@@ -366,6 +366,59 @@ impl Model {
         self.len
     }
 
+    /// Append the K/V of positions `0..n` to `out`: per layer, K then V,
+    /// each `[kv_head][n][head_dim]` as little-endian `f32`.
+    pub(crate) fn export_prefix(&self, n: usize, out: &mut Vec<u8>) {
+        let n = n.min(self.len);
+        let hd = self.cfg.head_dim;
+        for layer in &self.cache {
+            for buf in [&layer.k, &layer.v] {
+                for head in 0..self.cfg.n_kv_head {
+                    let at = head * self.capacity * hd;
+                    for x in &buf[at..at + n * hd] {
+                        out.extend_from_slice(&x.to_le_bytes());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fill an empty cache with positions `0..n` of `data`, which holds
+    /// `stored ≥ n` positions in [`Self::export_prefix`]'s layout.
+    pub(crate) fn restore_prefix(
+        &mut self,
+        stored: usize,
+        n: usize,
+        data: &[u8],
+    ) -> std::result::Result<(), String> {
+        let (kv, hd) = (self.cfg.n_kv_head, self.cfg.head_dim);
+        let per_buffer = kv * stored * hd * 4;
+        if n > stored
+            || n >= self.cfg.context_limit
+            || data.len() != self.cfg.n_layer * 2 * per_buffer
+        {
+            return Err("stored prefix does not fit this model instance".into());
+        }
+        self.len = 0;
+        self.ensure_capacity(n)?;
+        let cap = self.capacity;
+        let mut chunks = data.chunks_exact(per_buffer);
+        for layer in &mut self.cache {
+            for buf in [&mut layer.k, &mut layer.v] {
+                let stored_buf = chunks.next().ok_or("short prefix data")?;
+                for head in 0..kv {
+                    let from = &stored_buf[head * stored * hd * 4..][..n * hd * 4];
+                    let to = &mut buf[head * cap * hd..][..n * hd];
+                    for (x, b) in to.iter_mut().zip(from.chunks_exact(4)) {
+                        *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    }
+                }
+            }
+        }
+        self.len = n;
+        Ok(())
+    }
+
     /// Forget cached positions from `len` on (a rewind). Never grows.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);

@@ -47,6 +47,8 @@ pub struct LocalConfig {
     pub max_new_tokens: usize,
     /// Seed for sampling when a temperature is set.
     pub seed: u64,
+    /// Directory of the on-disk prefix cache (`None`: off).
+    pub prefix_cache_dir: Option<PathBuf>,
 }
 
 impl LocalConfig {
@@ -58,6 +60,7 @@ impl LocalConfig {
             max_context: None,
             max_new_tokens: 1024,
             seed: 0x5eed,
+            prefix_cache_dir: None,
         }
     }
 }
@@ -119,6 +122,7 @@ impl LocalProvider {
                         &cfg_w.model_path,
                         &LoadOptions {
                             max_context: cfg_w.max_context,
+                            prefix_cache_dir: cfg_w.prefix_cache_dir.clone(),
                         },
                     )
                 });

@@ -11,10 +11,11 @@
 
 use crate::error::{LocalError, Result};
 use crate::model::{GgufFile, Model, ModelConfig};
+use crate::prefix_store::PrefixStore;
 use crate::template::{ChatMessage, ChatTemplate};
 use crate::tokenizer::GgufTokenizer;
 use attest_protocol::ToolSpec;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,13 @@ const PREFILL_CHUNK: usize = 256;
 pub struct LoadOptions {
     /// Cap on the context length (default: the model's, at most 32768).
     pub max_context: Option<usize>,
+    /// Directory of the on-disk prefix cache ([`PrefixStore`]); `None`:
+    /// every process evaluates its first prompt in full.
+    pub prefix_cache_dir: Option<PathBuf>,
 }
+
+/// Shortest stable prefix worth storing on disk, in tokens.
+const MIN_STORED_PREFIX: usize = 16;
 
 /// How to generate.
 #[derive(Debug, Clone)]
@@ -105,6 +112,9 @@ pub struct LocalModel {
     template: ChatTemplate,
     /// Tokens whose K/V the cache holds, in order.
     cached: Vec<u32>,
+    prefix_store: Option<PrefixStore>,
+    /// The stable prefix known to be on disk already.
+    stored_prefix: Option<Vec<u32>>,
     pub name: String,
     pub load_time: Duration,
 }
@@ -138,11 +148,17 @@ impl LocalModel {
                 ),
             });
         }
+        let prefix_store = opts
+            .prefix_cache_dir
+            .as_deref()
+            .and_then(|dir| PrefixStore::new(dir, path));
         Ok(LocalModel {
             model,
             tokenizer,
             template,
             cached: Vec::new(),
+            prefix_store,
+            stored_prefix: None,
             name,
             load_time: start.elapsed(),
         })
@@ -203,6 +219,20 @@ impl LocalModel {
         }
         let max_new = params.max_new_tokens.min(limit - prompt.len()).max(1);
 
+        // A cold cache starts from the stable prefix an earlier process
+        // stored, when there is one.
+        if self.model.cached_len() == 0 {
+            self.cached.clear();
+            if let Some(store) = &self.prefix_store {
+                let restored = store.load(prompt, &mut self.model);
+                self.cached.extend_from_slice(&prompt[..restored]);
+                if let Some(stable) = self.stable_prefix(prompt) {
+                    if restored >= stable.len() {
+                        self.stored_prefix = Some(stable.to_vec());
+                    }
+                }
+            }
+        }
         // Prefix reuse: keep what the cache shares with this prompt.
         let common = self
             .cached
@@ -227,6 +257,7 @@ impl LocalModel {
             self.cached.extend_from_slice(chunk);
         }
         let prompt_time = prompt_start.elapsed();
+        self.store_stable_prefix(prompt);
 
         let gen_start = Instant::now();
         let mut rng = XorShift::new(params.seed);
@@ -291,6 +322,32 @@ impl LocalModel {
             prompt_time,
             generation_time: gen_start.elapsed(),
         })
+    }
+}
+
+impl LocalModel {
+    /// The prompt up to and including its first end-of-turn token: the
+    /// system message, the same from run to run (SPEC D5).
+    fn stable_prefix<'p>(&self, prompt: &'p [u32]) -> Option<&'p [u32]> {
+        let end = prompt.iter().position(|&t| self.tokenizer.is_stop(t))?;
+        (end + 1 >= MIN_STORED_PREFIX && end + 1 < prompt.len()).then(|| &prompt[..=end])
+    }
+
+    /// Write the stable prefix's K/V to disk unless it is there already.
+    /// Best effort: a failure costs the next process time, nothing else.
+    fn store_stable_prefix(&mut self, prompt: &[u32]) {
+        let Some(store) = &self.prefix_store else {
+            return;
+        };
+        let Some(stable) = self.stable_prefix(prompt) else {
+            return;
+        };
+        if self.stored_prefix.as_deref() == Some(stable) || !self.cached.starts_with(stable) {
+            return;
+        }
+        if store.save(stable, &self.model).is_ok() {
+            self.stored_prefix = Some(stable.to_vec());
+        }
     }
 }
 

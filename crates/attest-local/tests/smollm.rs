@@ -359,12 +359,83 @@ fn stop_strings_end_generation_and_are_not_returned() {
     assert_eq!(g.finish, Finish::Stop("- Red".into()));
 }
 
+/// The system message's K/V, stored on disk by one process, spare the next
+/// process its evaluation, with the same output; a damaged or foreign file
+/// is ignored.
+#[test]
+fn the_stored_system_prefix_is_reused_by_a_fresh_model_and_damage_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LoadOptions {
+        prefix_cache_dir: Some(dir.path().join("prefixes")),
+        ..Default::default()
+    };
+    let run = |opts: &LoadOptions| {
+        let mut m = LocalModel::load(&model_path(), opts).unwrap();
+        let text = m
+            .render(
+                &[
+                    ChatMessage::new("system", "You are a helpful assistant who reads files."),
+                    ChatMessage::new("user", GOLDEN_PROMPT),
+                ],
+                &[read_file_tool()],
+            )
+            .unwrap();
+        let prompt = m.tokenize(&text).unwrap();
+        let g = m
+            .generate(&prompt, &greedy(12), &mut |_| {}, &AtomicBool::new(false))
+            .unwrap();
+        (prompt, g)
+    };
+    let (prompt, cold) = run(&opts);
+    assert_eq!(cold.reused_tokens, 0);
+    let store =
+        attest_local::prefix_store::PrefixStore::new(&dir.path().join("prefixes"), &model_path())
+            .unwrap();
+    assert!(store.file().exists(), "the first process stored its prefix");
+
+    // The system message ends at the first <|im_end|>.
+    let m = model();
+    let im_end = m.tokenizer().token_to_id("<|im_end|>").unwrap();
+    drop(m);
+    let stable = prompt.iter().position(|&t| t == im_end).unwrap() + 1;
+    let (_, warm) = run(&opts);
+    assert_eq!(warm.reused_tokens, stable, "restored from disk");
+    assert_eq!(warm.evaluated_tokens, prompt.len() - stable);
+    assert_eq!(warm.text, cold.text);
+
+    // A flipped bit: the checksum fails, the prefix is evaluated again.
+    let mut bytes = std::fs::read(store.file()).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(store.file(), &bytes).unwrap();
+    let (_, damaged) = run(&opts);
+    assert_eq!(damaged.reused_tokens, 0);
+    assert_eq!(damaged.text, cold.text);
+    // ...and the file was rewritten whole.
+    let (_, again) = run(&opts);
+    assert_eq!(again.reused_tokens, stable);
+
+    // The file of one model under another model's name is not used.
+    let other = dir.path().join("copy.gguf");
+    std::fs::copy(model_path(), &other).unwrap();
+    let other_store =
+        attest_local::prefix_store::PrefixStore::new(&dir.path().join("prefixes"), &other).unwrap();
+    std::fs::copy(store.file(), other_store.file()).unwrap();
+    let mut m = LocalModel::load(&other, &opts).unwrap();
+    let g = m
+        .generate(&prompt, &greedy(12), &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(g.reused_tokens, 0);
+    assert_eq!(g.text, cold.text);
+}
+
 #[test]
 fn a_prompt_past_the_context_limit_is_a_clear_error() {
     let small = LocalModel::load(
         &model_path(),
         &LoadOptions {
             max_context: Some(64),
+            ..Default::default()
         },
     );
     let mut small = small.unwrap();
