@@ -629,7 +629,7 @@ fn local_provider(
     }
     cfg.max_context = file.provider.context_length;
     if file.provider.prefix_cache != Some(false) {
-        cfg.prefix_cache_dir = Some(attest_local::fetch::default_prefix_cache_dir());
+        cfg.prefix_cache_dir = attest_local::fetch::default_prefix_cache_dir();
     }
     if let Some(t) = file.provider.max_tokens {
         cfg.max_new_tokens = t as usize;

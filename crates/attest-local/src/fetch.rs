@@ -143,24 +143,31 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
 
 /// `ATTEST_CACHE_DIR/models`, `$XDG_CACHE_HOME/attest/models` or
 /// `~/.cache/attest/models`.
-/// Where stored prompt prefixes live by default: beside the models.
-pub fn default_prefix_cache_dir() -> PathBuf {
-    default_cache_dir().with_file_name("prefixes")
+pub fn default_cache_dir() -> PathBuf {
+    user_cache_base()
+        .unwrap_or_else(|| std::env::temp_dir().join("attest"))
+        .join("models")
 }
 
-pub fn default_cache_dir() -> PathBuf {
+/// Where stored prompt prefixes live by default: beside the models. `None`
+/// when there is no per-user cache directory: a shared temp dir is no place
+/// for K/V the model would trust.
+pub fn default_prefix_cache_dir() -> Option<PathBuf> {
+    user_cache_base().map(|base| base.join("prefixes"))
+}
+
+/// `ATTEST_CACHE_DIR`, `$XDG_CACHE_HOME/attest` or `~/.cache/attest`.
+fn user_cache_base() -> Option<PathBuf> {
     let nonempty = |v: &str| {
         std::env::var_os(v)
             .filter(|s| !s.is_empty())
             .map(PathBuf::from)
     };
-    if let Some(dir) = nonempty("ATTEST_CACHE_DIR") {
-        return dir.join("models");
-    }
-    let base = nonempty("XDG_CACHE_HOME")
-        .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("attest").join("models")
+    nonempty("ATTEST_CACHE_DIR").or_else(|| {
+        nonempty("XDG_CACHE_HOME")
+            .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
+            .map(|base| base.join("attest"))
+    })
 }
 
 /// How to fetch.

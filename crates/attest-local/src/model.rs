@@ -392,12 +392,16 @@ impl Model {
         data: &[u8],
     ) -> std::result::Result<(), String> {
         let (kv, hd) = (self.cfg.n_kv_head, self.cfg.head_dim);
-        let per_buffer = kv * stored * hd * 4;
-        if n > stored
-            || n >= self.cfg.context_limit
-            || data.len() != self.cfg.n_layer * 2 * per_buffer
-        {
-            return Err("stored prefix does not fit this model instance".into());
+        let misfit = || "stored prefix does not fit this model instance".to_string();
+        let per_buffer = kv
+            .checked_mul(stored)
+            .and_then(|x| x.checked_mul(hd * 4))
+            .ok_or_else(misfit)?;
+        let total = per_buffer
+            .checked_mul(self.cfg.n_layer * 2)
+            .ok_or_else(misfit)?;
+        if per_buffer == 0 || n > stored || n >= self.cfg.context_limit || data.len() != total {
+            return Err(misfit());
         }
         self.len = 0;
         self.ensure_capacity(n)?;

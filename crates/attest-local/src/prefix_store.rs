@@ -16,7 +16,7 @@
 //! model, a truncated write or a flipped bit is ignored, never used. What is
 //! stored is what the prompt already holds (secrets never reach prompts).
 
-use crate::model::Model;
+use crate::model::{Model, ModelConfig};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -44,8 +44,11 @@ impl PrefixStore {
             .duration_since(std::time::UNIX_EPOCH)
             .ok()?
             .as_nanos();
+        // The crate version too: K/V computed by other model code are not
+        // this code's, even for the same file.
         let key = format!(
-            "v{FORMAT_VERSION} {} {} {mtime}",
+            "v{FORMAT_VERSION} attest-local {} {} {} {mtime}",
+            env!("CARGO_PKG_VERSION"),
             canonical.display(),
             meta.len()
         );
@@ -64,7 +67,7 @@ impl PrefixStore {
     /// the longest stored prefix of `prompt`; returns how many positions.
     /// A missing, foreign or damaged file restores nothing.
     pub fn load(&self, prompt: &[u32], model: &mut Model) -> usize {
-        let Ok(bytes) = std::fs::read(&self.file) else {
+        let Some(bytes) = self.read_bounded(model) else {
             return 0;
         };
         match self.parse(&bytes, prompt, model) {
@@ -74,6 +77,17 @@ impl PrefixStore {
                 0
             }
         }
+    }
+
+    /// The file's bytes, if it is a plain file no larger than the largest
+    /// prefix this model instance could have stored.
+    fn read_bounded(&self, model: &Model) -> Option<Vec<u8>> {
+        let meta = std::fs::symlink_metadata(&self.file).ok()?;
+        let max = max_file_len(model, self.key.len())?;
+        if !meta.is_file() || meta.len() > max {
+            return None;
+        }
+        std::fs::read(&self.file).ok()
     }
 
     fn parse(&self, bytes: &[u8], prompt: &[u32], model: &mut Model) -> Option<usize> {
@@ -111,8 +125,14 @@ impl PrefixStore {
     /// Store the K/V of `tokens` (positions `0..tokens.len()` of `model`'s
     /// cache). Best effort: a failure leaves the previous file in place.
     pub fn save(&self, tokens: &[u32], model: &Model) -> std::io::Result<()> {
+        let dir = self.file.parent().unwrap_or(Path::new("."));
+        create_private_dir(dir)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".attest-prefix-")
+            .tempfile_in(dir)?;
         let cfg = model.config();
-        let mut body = Vec::new();
+        let size = max_file_len_for(cfg, self.key.len(), tokens.len()).unwrap_or(0);
+        let mut body = Vec::with_capacity(size as usize);
         body.extend_from_slice(MAGIC);
         for v in [
             FORMAT_VERSION,
@@ -130,14 +150,39 @@ impl PrefixStore {
         }
         model.export_prefix(tokens.len(), &mut body);
         let digest = Sha256::digest(&body);
-        let dir = self.file.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         tmp.write_all(&body)?;
         tmp.write_all(&digest)?;
         tmp.persist(&self.file).map_err(|e| e.error)?;
         Ok(())
     }
+}
+
+/// The size of a file holding `tokens` positions for a model shaped `cfg`.
+fn max_file_len_for(cfg: &ModelConfig, key_len: usize, tokens: usize) -> Option<u64> {
+    let header = MAGIC.len() + 6 * 4 + key_len + 4 * tokens + 32;
+    let kv = cfg
+        .n_layer
+        .checked_mul(2)?
+        .checked_mul(cfg.n_kv_head)?
+        .checked_mul(tokens)?
+        .checked_mul(cfg.head_dim)?
+        .checked_mul(4)?;
+    u64::try_from(header.checked_add(kv)?).ok()
+}
+
+/// The largest file this model instance could have written.
+fn max_file_len(model: &Model, key_len: usize) -> Option<u64> {
+    let cfg = model.config();
+    max_file_len_for(cfg, key_len, cfg.context_limit)
+}
+
+/// Create `dir` readable by its owner only (the K/V encode the prompt).
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 /// Little-endian reads from a byte slice; `None` past its end.

@@ -196,7 +196,8 @@ impl LocalProvider {
         self.context_limit
     }
 
-    /// Drop the KV cache: the next call evaluates its whole prompt.
+    /// Drop the KV cache: the next call evaluates its whole prompt (the
+    /// prefix store is not read for it).
     pub fn clear_cache(&self) {
         if let Ok(jobs) = self.jobs.lock() {
             let _ = jobs.send(Work::ClearCache);

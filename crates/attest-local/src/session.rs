@@ -113,8 +113,12 @@ pub struct LocalModel {
     /// Tokens whose K/V the cache holds, in order.
     cached: Vec<u32>,
     prefix_store: Option<PrefixStore>,
-    /// The stable prefix known to be on disk already.
+    /// The stable prefix on disk already, or whose saving failed (not
+    /// tried again: each try costs an export and a hash of tens of MB).
     stored_prefix: Option<Vec<u32>>,
+    /// Read the stored prefix when the cache is empty (off for the call
+    /// after [`Self::clear_cache`]).
+    restore_from_store: bool,
     pub name: String,
     pub load_time: Duration,
 }
@@ -159,6 +163,7 @@ impl LocalModel {
             cached: Vec::new(),
             prefix_store,
             stored_prefix: None,
+            restore_from_store: true,
             name,
             load_time: start.elapsed(),
         })
@@ -190,10 +195,12 @@ impl LocalModel {
         self.cached.len()
     }
 
-    /// Drop the KV cache (the next prompt is evaluated in full).
+    /// Drop the KV cache (the next prompt is evaluated in full, not read
+    /// from the prefix store either).
     pub fn clear_cache(&mut self) {
         self.cached.clear();
         self.model.truncate(0);
+        self.restore_from_store = false;
     }
 
     /// Generate a continuation of `prompt`, calling `on_text` with each
@@ -223,7 +230,8 @@ impl LocalModel {
         // stored, when there is one.
         if self.model.cached_len() == 0 {
             self.cached.clear();
-            if let Some(store) = &self.prefix_store {
+            let restore = std::mem::replace(&mut self.restore_from_store, true);
+            if let Some(store) = self.prefix_store.as_ref().filter(|_| restore) {
                 let restored = store.load(prompt, &mut self.model);
                 self.cached.extend_from_slice(&prompt[..restored]);
                 if let Some(stable) = self.stable_prefix(prompt) {
@@ -257,7 +265,6 @@ impl LocalModel {
             self.cached.extend_from_slice(chunk);
         }
         let prompt_time = prompt_start.elapsed();
-        self.store_stable_prefix(prompt);
 
         let gen_start = Instant::now();
         let mut rng = XorShift::new(params.seed);
@@ -312,6 +319,8 @@ impl LocalModel {
             let from = floor_char_boundary(&text, emitted);
             on_text(&text[from..]);
         }
+        // After the answer, not before its first token: writing costs time.
+        self.store_stable_prefix(prompt);
         Ok(Generation {
             text,
             finish,
@@ -345,9 +354,9 @@ impl LocalModel {
         if self.stored_prefix.as_deref() == Some(stable) || !self.cached.starts_with(stable) {
             return;
         }
-        if store.save(stable, &self.model).is_ok() {
-            self.stored_prefix = Some(stable.to_vec());
-        }
+        // Tried once per prefix, whether or not it worked.
+        let _ = store.save(stable, &self.model);
+        self.stored_prefix = Some(stable.to_vec());
     }
 }
 

@@ -369,12 +369,12 @@ fn the_stored_system_prefix_is_reused_by_a_fresh_model_and_damage_is_ignored() {
         prefix_cache_dir: Some(dir.path().join("prefixes")),
         ..Default::default()
     };
-    let run = |opts: &LoadOptions| {
+    let run_with = |opts: &LoadOptions, system: &str| {
         let mut m = LocalModel::load(&model_path(), opts).unwrap();
         let text = m
             .render(
                 &[
-                    ChatMessage::new("system", "You are a helpful assistant who reads files."),
+                    ChatMessage::new("system", system),
                     ChatMessage::new("user", GOLDEN_PROMPT),
                 ],
                 &[read_file_tool()],
@@ -386,6 +386,7 @@ fn the_stored_system_prefix_is_reused_by_a_fresh_model_and_damage_is_ignored() {
             .unwrap();
         (prompt, g)
     };
+    let run = |opts: &LoadOptions| run_with(opts, "You are a helpful assistant who reads files.");
     let (prompt, cold) = run(&opts);
     assert_eq!(cold.reused_tokens, 0);
     let store =
@@ -403,6 +404,22 @@ fn the_stored_system_prefix_is_reused_by_a_fresh_model_and_damage_is_ignored() {
     assert_eq!(warm.evaluated_tokens, prompt.len() - stable);
     assert_eq!(warm.text, cold.text);
 
+    // Another system message sharing the first words: only the common part
+    // is restored, and the output is that of a cold run of this prompt.
+    let other_system = "You are a helpful assistant who writes files.";
+    let (other_prompt, other_cold) = run_with(&LoadOptions::default(), other_system);
+    let common = prompt
+        .iter()
+        .zip(&other_prompt)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(common > 4 && common < stable, "{common} of {stable}");
+    let (_, partial) = run_with(&opts, other_system);
+    assert_eq!(partial.reused_tokens, common);
+    assert_eq!(partial.text, other_cold.text);
+    // That run stored its own system message: restore the first one again.
+    run(&opts);
+
     // A flipped bit: the checksum fails, the prefix is evaluated again.
     let mut bytes = std::fs::read(store.file()).unwrap();
     let mid = bytes.len() / 2;
@@ -414,6 +431,15 @@ fn the_stored_system_prefix_is_reused_by_a_fresh_model_and_damage_is_ignored() {
     // ...and the file was rewritten whole.
     let (_, again) = run(&opts);
     assert_eq!(again.reused_tokens, stable);
+
+    // After clear_cache the next call evaluates everything, store or not.
+    let mut m = LocalModel::load(&model_path(), &opts).unwrap();
+    m.clear_cache();
+    let g = m
+        .generate(&prompt, &greedy(12), &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(g.reused_tokens, 0);
+    drop(m);
 
     // The file of one model under another model's name is not used.
     let other = dir.path().join("copy.gguf");
@@ -427,6 +453,43 @@ fn the_stored_system_prefix_is_reused_by_a_fresh_model_and_damage_is_ignored() {
         .unwrap();
     assert_eq!(g.reused_tokens, 0);
     assert_eq!(g.text, cold.text);
+}
+
+/// Restored K/V are the stored ones to the bit: the logits after a restore
+/// equal those of the process that stored them.
+#[test]
+fn a_restored_prefix_gives_the_same_logits_as_the_evaluated_one() {
+    use attest_local::prefix_store::PrefixStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = model_path();
+    let m = model();
+    let prompt = golden_prompt(&m);
+    drop(m);
+    let load = || {
+        let mut gguf = GgufFile::open(&path).unwrap();
+        Model::load(&mut gguf, &path, Some(512)).unwrap()
+    };
+    let store = PrefixStore::new(dir.path(), &path).unwrap();
+    let mut first = load();
+    first.forward(&prompt[..20], 0).unwrap();
+    store.save(&prompt[..20], &first).unwrap();
+    first.truncate(12);
+    let want = first.forward(&prompt[12..], 12).unwrap();
+
+    let mut second = load();
+    // A prompt that shares only 12 tokens with the stored 20.
+    let mut other = prompt[..12].to_vec();
+    other.extend_from_slice(&prompt[12..]);
+    other[12] = other[12].wrapping_add(1);
+    assert_eq!(store.load(&other, &mut second), 12);
+    assert_eq!(second.cached_len(), 12);
+    assert_eq!(second.forward(&prompt[12..], 12).unwrap(), want);
+    second.truncate(0);
+    // And the whole stored prefix for the prompt it came from.
+    assert_eq!(store.load(&prompt, &mut second), 20);
+    second.truncate(12);
+    let got = second.forward(&prompt[12..], 12).unwrap();
+    assert_eq!(got, want);
 }
 
 #[test]
