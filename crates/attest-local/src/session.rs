@@ -226,20 +226,8 @@ impl LocalModel {
         }
         let max_new = params.max_new_tokens.min(limit - prompt.len()).max(1);
 
-        // A cold cache starts from the stable prefix an earlier process
-        // stored, when there is one.
         if self.model.cached_len() == 0 {
-            self.cached.clear();
-            let restore = std::mem::replace(&mut self.restore_from_store, true);
-            if let Some(store) = self.prefix_store.as_ref().filter(|_| restore) {
-                let restored = store.load(prompt, &mut self.model);
-                self.cached.extend_from_slice(&prompt[..restored]);
-                if let Some(stable) = self.stable_prefix(prompt) {
-                    if restored >= stable.len() {
-                        self.stored_prefix = Some(stable.to_vec());
-                    }
-                }
-            }
+            self.restore_stored_prefix(prompt);
         }
         // Prefix reuse: keep what the cache shares with this prompt.
         let common = self
@@ -340,6 +328,23 @@ impl LocalModel {
     fn stable_prefix<'p>(&self, prompt: &'p [u32]) -> Option<&'p [u32]> {
         let end = prompt.iter().position(|&t| self.tokenizer.is_stop(t))?;
         (end + 1 >= MIN_STORED_PREFIX && end + 1 < prompt.len()).then(|| &prompt[..=end])
+    }
+
+    /// A cold cache starts from the stable prefix an earlier process
+    /// stored, when there is one (not right after [`Self::clear_cache`]).
+    fn restore_stored_prefix(&mut self, prompt: &[u32]) {
+        self.cached.clear();
+        let restore = std::mem::replace(&mut self.restore_from_store, true);
+        let Some(store) = self.prefix_store.as_ref().filter(|_| restore) else {
+            return;
+        };
+        let restored = store.load(prompt, &mut self.model);
+        self.cached.extend_from_slice(&prompt[..restored]);
+        if let Some(stable) = self.stable_prefix(prompt) {
+            if restored >= stable.len() {
+                self.stored_prefix = Some(stable.to_vec());
+            }
+        }
     }
 
     /// Write the stable prefix's K/V to disk unless it is there already.

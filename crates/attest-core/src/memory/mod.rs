@@ -157,23 +157,19 @@ pub fn user_item(
     redactor: &Redactor,
     now: DateTime<Utc>,
 ) -> Result<MemoryItem, Refusal> {
-    let content = screen(content, redactor)?;
+    let item = noted_candidate(
+        content,
+        note.to_string(),
+        MemoryProvenance::UserExplicit,
+        redactor,
+        now,
+    )?;
     Ok(MemoryItem {
-        id: item_id(&content),
-        kind: kind_of(&content),
-        provenance: MemoryProvenance::UserExplicit,
-        source_ref: MemorySourceRef {
-            note: Some(note.to_string()),
-            ..Default::default()
-        },
         verified_at: Some(now),
-        expires_at: None,
         confidence: ConfidenceLevel::High,
         conflict_policy: ConflictPolicy::DeferToSource,
         status: MemoryStatus::Active,
-        created_at: now,
-        updated_at: now,
-        content,
+        ..item
     })
 }
 
@@ -185,13 +181,30 @@ pub fn legacy_item(
     redactor: &Redactor,
     now: DateTime<Utc>,
 ) -> Result<MemoryItem, Refusal> {
+    noted_candidate(
+        content,
+        format!("import of {origin}"),
+        MemoryProvenance::LegacyUnverified,
+        redactor,
+        now,
+    )
+}
+
+/// A screened, unverified candidate whose source is a note.
+fn noted_candidate(
+    content: &str,
+    note: String,
+    provenance: MemoryProvenance,
+    redactor: &Redactor,
+    now: DateTime<Utc>,
+) -> Result<MemoryItem, Refusal> {
     let content = screen(content, redactor)?;
     Ok(MemoryItem {
         id: item_id(&content),
         kind: kind_of(&content),
-        provenance: MemoryProvenance::LegacyUnverified,
+        provenance,
         source_ref: MemorySourceRef {
-            note: Some(format!("import of {origin}")),
+            note: Some(note),
             ..Default::default()
         },
         verified_at: None,
