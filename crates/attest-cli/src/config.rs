@@ -2,8 +2,9 @@
 //! flag, then environment variable, then config file, then built-in default.
 
 use anyhow::{bail, Context, Result};
+use attest_core::policy::PermissionsConfig;
 use attest_protocol::TaskType;
-use attest_tools::{CommandToolConfig, PermissionsConfig, SandboxMode};
+use attest_tools::{CommandToolConfig, SandboxMode};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -191,7 +192,7 @@ evidence = "/message_id"
         assert_eq!(cfg.run.max_steps, Some(5));
         assert!(matches!(
             cfg.permissions.tools.get("shell"),
-            Some(attest_tools::policy::ToolPermission::Fixed(
+            Some(attest_core::policy::ToolPermission::Fixed(
                 attest_protocol::Permission::Deny
             ))
         ));

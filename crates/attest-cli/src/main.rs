@@ -19,6 +19,18 @@ use std::process::ExitCode;
 /// Exit code for usage and configuration errors.
 const EXIT_USAGE: u8 = 2;
 
+/// The exit code of a run that ended in `state` (the README's table).
+pub(crate) fn exit_code_for(state: attest_protocol::TerminalState) -> u8 {
+    use attest_protocol::TerminalState::*;
+    match state {
+        Completed => 0,
+        Unverified => 3,
+        Incomplete => 4,
+        Failed => 5,
+        Cancelled => 130,
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "attest",

@@ -11,9 +11,10 @@ use attest_core::memory::{
     detect_edits, legacy_item, parse_legacy, promote_by_user, provenance_label, user_item, verify,
     PROJECTION_FILE,
 };
+use attest_core::tool::Workspace;
+use attest_core::Redactor;
 use attest_protocol::{MemoryItem, MemoryStatus};
 use attest_store::{SqliteStore, Store};
-use attest_tools::{Redactor, Workspace};
 use chrono::Utc;
 use clap::{Args, Subcommand};
 use std::io::{BufRead, IsTerminal, Write};

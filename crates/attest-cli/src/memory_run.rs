@@ -10,10 +10,11 @@ use attest_core::memory::{
     consolidate, detect_edits, memory_layer, render_projection, verify, DecisionRecord,
     RetrievalLimits, RunSummary, PROJECTION_FILE, PROJECTION_HEADER,
 };
+use attest_core::tool::Workspace;
+use attest_core::Redactor;
 use attest_core::{ContextLayer, RunOutcome};
 use attest_protocol::{LogEntry, MemoryStatus};
 use attest_store::{SqliteStore, Store};
-use attest_tools::{Redactor, Workspace};
 use chrono::Utc;
 use std::path::Path;
 

@@ -257,7 +257,7 @@ fn cancel_on_ctrl_c() -> CancellationToken {
 
 pub(crate) fn exit_code(result: Result<RunOutcome, EngineError>) -> u8 {
     match result {
-        Ok(outcome) => outcome.state.exit_code() as u8,
+        Ok(outcome) => crate::exit_code_for(outcome.state),
         Err(e) => {
             eprintln!("attest: the run was stopped: {e}");
             EXIT_FAILED

@@ -4,8 +4,16 @@
 
 use crate::config::{self, ConfigFile, LoadedConfig};
 use anyhow::{anyhow, bail, Context, Result};
+use attest_core::context::skill_tool::skill_tool;
 use attest_core::context::skills::SkillCatalog;
 use attest_core::context::workspace_files::{FileLimits, WorkspaceFiles};
+use attest_core::failure::{
+    default_key_path, FailureTracker, FingerprintKey, RetryPolicy as ToolRetryPolicy,
+};
+use attest_core::policy::PermissionPolicy;
+use attest_core::tool::middleware::standard_chain;
+use attest_core::tool::{Tool, ToolContext, ToolRegistry, Workspace};
+use attest_core::Redactor;
 use attest_core::{
     Approver, ContextLayer, DoomLoopLimits, Engine, ReasoningPolicy, RetryPolicy, RunConfig,
     StaticApprover,
@@ -15,15 +23,7 @@ use attest_providers::http::{HttpProvider, HttpProviderConfig, WireFormat};
 use attest_providers::scripted::ScriptedProvider;
 use attest_providers::text_protocol::TextProtocolProvider;
 use attest_providers::ModelProvider;
-use attest_tools::failure::default_key_path;
-use attest_tools::middleware::standard_chain;
-use attest_tools::{
-    builtin_tools, skill_tool, CommandTool, Tool, ToolContext, ToolRegistry, Workspace,
-};
-use attest_tools::{
-    FailureTracker, FingerprintKey, PermissionPolicy, Redactor, RetryPolicy as ToolRetryPolicy,
-    Sandbox, SandboxMode, SandboxOptions,
-};
+use attest_tools::{builtin_tools, CommandTool, Sandbox, SandboxMode, SandboxOptions};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -390,11 +390,12 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
             truncated: false,
         });
     }
-    let mut registry = build_registry(&file, &workspace, !catalog.is_empty())?;
+    let sandbox = shell_sandbox(&file, &workspace)?;
+    let mut registry = build_registry(&file, &workspace, !catalog.is_empty(), sandbox.clone())?;
     if let Some(name) = args.profile.as_ref().or(file.run.profile.as_ref()) {
         registry = apply_profile(registry, &file, name)?;
     }
-    let safety = install_safety(&file, &mut registry, &workspace, &secrets)?;
+    let tracker = install_safety(&file, &mut registry, sandbox.as_deref(), &secrets)?;
 
     let expect = match (args.expect, file.run.expect.as_deref()) {
         (Some(k), _) => k,
@@ -481,15 +482,12 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
         threshold: file.safety.doom_loop_threshold.unwrap_or(3).max(1),
         extra_repeats: file.safety.doom_loop_extra_repeats.unwrap_or(2),
     };
-    let mut tool_ctx = ToolContext {
+    let tool_ctx = ToolContext {
         hidden_env,
         ..ToolContext::new(workspace.clone())
     };
-    if let Some(sandbox) = safety.sandbox {
-        tool_ctx = tool_ctx.with_sandbox(sandbox);
-    }
-    let engine = Engine::new(provider, Arc::new(registry), tool_ctx, approver)
-        .with_failure_tracker(safety.tracker);
+    let engine =
+        Engine::new(provider, Arc::new(registry), tool_ctx, approver).with_failure_tracker(tracker);
     Ok(Prepared {
         engine,
         cfg,
@@ -544,8 +542,9 @@ fn build_registry(
     file: &ConfigFile,
     workspace: &Workspace,
     with_skills: bool,
+    sandbox: Option<Arc<Sandbox>>,
 ) -> Result<ToolRegistry> {
-    let mut tools: Vec<Arc<dyn Tool>> = builtin_tools();
+    let mut tools: Vec<Arc<dyn Tool>> = builtin_tools(sandbox);
     if with_skills {
         tools.push(skill_tool());
     }
@@ -605,7 +604,7 @@ fn local_provider(
     let path = path.canonicalize().unwrap_or(path);
 
     fn fetch_blocking(model: &'static attest_local::KnownModel) -> Result<PathBuf> {
-        let opts = FetchOptions::default();
+        let opts = FetchOptions::from_env(&|v| std::env::var(v).ok());
         let fetch = || ensure_model(model, &opts);
         let path = match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
@@ -629,7 +628,8 @@ fn local_provider(
     }
     cfg.max_context = file.provider.context_length;
     if file.provider.prefix_cache != Some(false) {
-        cfg.prefix_cache_dir = attest_local::fetch::default_prefix_cache_dir();
+        cfg.prefix_cache_dir =
+            attest_local::fetch::default_prefix_cache_dir(&|v| std::env::var(v).ok());
     }
     if let Some(t) = file.provider.max_tokens {
         cfg.max_new_tokens = t as usize;
@@ -663,21 +663,30 @@ fn local_provider(
     bail!("this attest was built without the embedded model (cargo feature `local`)")
 }
 
-/// What `install_safety` set up for the run.
-struct Safety {
-    sandbox: Option<Arc<Sandbox>>,
-    tracker: Arc<FailureTracker>,
+/// The sandbox `shell` runs commands in (SPEC F4); `None` when it is off.
+fn shell_sandbox(file: &ConfigFile, workspace: &Workspace) -> Result<Option<Arc<Sandbox>>> {
+    let mode = file.sandbox.mode.unwrap_or(SandboxMode::WorkspaceWrite);
+    if mode == SandboxMode::Off {
+        return Ok(None);
+    }
+    let options = SandboxOptions {
+        mode,
+        allow_network: file.sandbox.network.unwrap_or(false),
+        writable_roots: Vec::new(),
+    };
+    let sandbox =
+        Sandbox::new(options, workspace.root()).context("cannot set up the shell sandbox")?;
+    Ok(Some(Arc::new(sandbox)))
 }
 
 /// The middleware chain (argument redaction, permission policy, retry
-/// budget), the shell sandbox and the failure tracker (SPEC F1–F4, F6, F9).
+/// budget) and the failure tracker (SPEC F1–F3, F6, F9).
 fn install_safety(
     file: &ConfigFile,
     registry: &mut ToolRegistry,
-    workspace: &Workspace,
+    sandbox: Option<&Sandbox>,
     secrets: &[String],
-) -> Result<Safety> {
-    let mode = file.sandbox.mode.unwrap_or(SandboxMode::WorkspaceWrite);
+) -> Result<Arc<FailureTracker>> {
     let mut policy =
         PermissionPolicy::new(file.permissions.clone()).context("invalid [permissions]")?;
     let unknown = policy.unknown_tools(&registry.names());
@@ -688,19 +697,7 @@ fn install_safety(
             registry.names().join(", ")
         );
     }
-    let sandbox = if mode == SandboxMode::Off {
-        None
-    } else {
-        let options = SandboxOptions {
-            mode,
-            allow_network: file.sandbox.network.unwrap_or(false),
-            writable_roots: Vec::new(),
-        };
-        Some(Arc::new(
-            Sandbox::new(options, workspace.root()).context("cannot set up the shell sandbox")?,
-        ))
-    };
-    if let Some(report) = sandbox.as_ref().map(|s| s.report()) {
+    if let Some(report) = sandbox.map(|s| s.report()) {
         if report.shell_requires_approval() {
             // Said once, plainly (SPEC F4).
             eprintln!("attest: {}", report.note);
@@ -736,5 +733,5 @@ fn install_safety(
     for middleware in standard_chain(Arc::new(redactor), Arc::new(policy), Arc::clone(&tracker)) {
         registry.push_middleware(middleware);
     }
-    Ok(Safety { sandbox, tracker })
+    Ok(tracker)
 }

@@ -4,8 +4,9 @@
 //! the `skill` tool agree on what the init-made example skill is.
 
 use attest_core::context::bootstrap::{current_default, defaults_for};
+use attest_core::context::skill_tool::skill_tool;
 use attest_core::context::skills::SkillCatalog;
-use attest_tools::{skill_tool, ToolContext, Workspace};
+use attest_core::tool::{ToolContext, Workspace};
 use std::collections::BTreeMap;
 use std::path::Path;
 

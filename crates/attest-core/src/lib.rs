@@ -1,10 +1,16 @@
 //! The attest engine: the evidence-first run loop.
 //!
 //! A run takes a prompt and a [`CompletionContract`](attest_protocol::CompletionContract),
-//! drives a [`ModelProvider`](attest_providers::ModelProvider) through the tool
+//! drives a [`ModelProvider`](provider::ModelProvider) through the tool
 //! loop, executes the calls the model proposes through the
-//! [`ToolRegistry`](attest_tools::ToolRegistry), and decides the terminal state
+//! [`ToolRegistry`](tool::ToolRegistry), and decides the terminal state
 //! from the contract and the receipts.
+//!
+//! This crate also defines the traits the engine's parts implement —
+//! [`provider::ModelProvider`], [`tool::Tool`] and [`tool::Middleware`],
+//! [`RunLog`], [`Approver`] — so that implementations (HTTP providers, the
+//! embedded model, built-in tools, the sandbox, the SQLite store) depend on
+//! the engine and never the reverse.
 //!
 //! Invariants:
 //! - The model only proposes. Tools run only here, through the registry, after
@@ -15,22 +21,30 @@
 //! - Every request is rebuilt from the canonical transcript and normalized for
 //!   call/result pairing; text that imitates a tool result and protocol-error
 //!   responses never enter the transcript (a fixed placeholder does).
-//! - No HTTP, SQL or terminal I/O here: providers, tools and the [`RunLog`]
-//!   are traits implemented elsewhere (the JSONL log is the one exception, a
-//!   plain file append).
+//! - No HTTP, SQL, sandbox or terminal I/O here: providers, tools and the
+//!   [`RunLog`] are traits implemented elsewhere (the JSONL log is the one
+//!   exception, a plain file append). A test (`tests/dependencies.rs`) keeps
+//!   HTTP clients, SSE, SQL and sandbox crates out of this crate's
+//!   dependency tree.
 
 mod approval;
 pub mod context;
+pub mod doom_loop;
 mod engine;
+pub mod failure;
 mod forgery;
 mod judge;
 mod log;
 pub mod memory;
+pub mod policy;
 mod prompt;
-mod redact;
+pub mod provider;
+pub mod redact;
 mod render;
 mod session;
 pub mod state;
+pub mod text;
+pub mod tool;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, PendingApprovals, StaticApprover};
 pub use engine::{
@@ -42,5 +56,5 @@ pub use forgery::detect_forged_observation;
 pub use judge::{judge, Attempt, Judgement};
 pub use log::{JsonlRunLog, LogEntry, LogError, MemoryRunLog, RunLog};
 pub use prompt::{base_system_prompt, CORRECTIVE_PREFIX, PROMPT_VERSION, PROTOCOL_PLACEHOLDER};
-pub use redact::redact_secrets;
+pub use redact::{redact_secrets, Redactor};
 pub use session::session_history;

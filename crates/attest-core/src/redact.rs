@@ -1,8 +1,325 @@
-//! Scrubbing secrets before anything keeps or sends text: configured
-//! values (API keys) and anything shaped like a key, token or webhook
-//! (the patterns of [`attest_tools::Redactor`]).
+//! Redaction of text and JSON before it reaches a prompt, an event or a log
+//! (SPEC F8).
+//!
+//! What is removed: configured secret values, configured paths, well-known
+//! key and token shapes (`sk-…`, `Bearer …`, `ghp_…`, `xox…-`, `AKIA…`,
+//! JWTs, private-key blocks), webhook URLs, URL credentials and query
+//! strings, `key=value` pairs whose key names a secret, and long base64-like
+//! blobs. Then the result is cut to a length limit.
+//!
+//! Patterns err on the side of removing too much: a redacted non-secret
+//! costs a little context, a leaked secret cannot be taken back. Pure
+//! lowercase hex (git object ids, sha256 digests) is kept, so the evidence
+//! hashes receipts carry stay readable.
 
-use attest_tools::Redactor;
+use crate::text::truncate_str;
+use regex::{Regex, RegexBuilder};
+use std::sync::OnceLock;
+
+/// Default length limit for one redacted text, in bytes.
+pub const DEFAULT_MAX_LEN: usize = 16 * 1024;
+/// Secrets shorter than this are not searched for: they would match
+/// everywhere and redact noise.
+const MIN_SECRET_LEN: usize = 4;
+
+/// Removes secrets from text and JSON values. Cheap to clone the config,
+/// the compiled patterns are shared process-wide.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<String>,
+    paths: Vec<(String, String)>,
+    max_len: Option<usize>,
+}
+
+impl std::fmt::Debug for Redactor {
+    // Never print the secrets themselves.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("secrets", &self.secrets.len())
+            .field("paths", &self.paths.len())
+            .field("max_len", &self.max_len())
+            .finish()
+    }
+}
+
+impl Redactor {
+    pub fn new() -> Self {
+        Redactor::default()
+    }
+
+    /// Adds secret values (API keys from the environment, tokens from
+    /// config) to replace wherever they appear. Short values are ignored.
+    pub fn with_secrets<I, S>(mut self, secrets: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        for s in secrets {
+            let s = s.into();
+            if s.len() >= MIN_SECRET_LEN && !self.secrets.contains(&s) {
+                self.secrets.push(s);
+            }
+        }
+        // Longest first, so a secret containing another is replaced whole.
+        self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        self
+    }
+
+    /// Replaces the path prefix `path` with `label` (e.g. the home directory
+    /// with `~`, a private data directory with `[data]`).
+    pub fn with_path(mut self, path: impl Into<String>, label: impl Into<String>) -> Self {
+        let path = path.into();
+        if !path.is_empty() {
+            self.paths.push((path, label.into()));
+            self.paths.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        }
+        self
+    }
+
+    /// Sets the length limit (bytes) of one redacted text.
+    pub fn with_max_len(mut self, max_len: usize) -> Self {
+        self.max_len = Some(max_len);
+        self
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len.unwrap_or(DEFAULT_MAX_LEN)
+    }
+
+    /// The redacted, length-limited form of `text`.
+    pub fn redact(&self, text: &str) -> String {
+        let out = self.redact_unbounded(text);
+        limit(&out, self.max_len())
+    }
+
+    /// Like [`Redactor::redact`] with another length limit.
+    pub fn redact_to(&self, text: &str, max_len: usize) -> String {
+        limit(&self.redact_unbounded(text), max_len)
+    }
+
+    /// A redacted copy of a JSON value: every string is redacted, and the
+    /// value under a key that names a secret (`api_key`, `password`,
+    /// `authorization`, …) is replaced whole.
+    pub fn redact_json(&self, value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => Value::String(self.redact(s)),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|v| self.redact_json(v)).collect())
+            }
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| {
+                        let count = is_count_key(k)
+                            && v.as_u64().is_some_and(|n| is_count_value(&n.to_string()));
+                        let v = if is_secret_key(k) && !v.is_null() && !count {
+                            Value::String(REDACTED.to_string())
+                        } else {
+                            self.redact_json(v)
+                        };
+                        (k.clone(), v)
+                    })
+                    .collect(),
+            ),
+            scalar => scalar.clone(),
+        }
+    }
+
+    fn redact_unbounded(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        // Exact values first: a pattern could otherwise cut a secret in two
+        // and leave half of it behind.
+        for secret in &self.secrets {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), REDACTED);
+            }
+        }
+        for (path, label) in &self.paths {
+            if out.contains(path.as_str()) {
+                out = out.replace(path.as_str(), label);
+            }
+        }
+        for (re, replacement) in patterns() {
+            if re.is_match(&out) {
+                out = re.replace_all(&out, *replacement).into_owned();
+            }
+        }
+        let re = secret_assignment();
+        if re.is_match(&out) {
+            out = re
+                .replace_all(&out, |c: &regex::Captures| {
+                    let value = c[4].trim_end_matches(['}', ']', ')']);
+                    if is_count_key(&c[1]) && is_count_value(value) {
+                        c[0].to_string()
+                    } else {
+                        format!("{}{}{REDACTED}", &c[1], &c[3])
+                    }
+                })
+                .into_owned();
+        }
+        redact_blobs(&out)
+    }
+}
+
+const REDACTED: &str = "[REDACTED]";
+
+/// True for object keys whose values are credentials.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase().replace('-', "_");
+    const EXACT: [&str; 4] = ["auth", "key", "pwd", "pass"];
+    const PARTS: [&str; 12] = [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "api_key",
+        "apikey",
+        "authorization",
+        "cookie",
+        "credential",
+        "private_key",
+        "access_key",
+        "webhook",
+    ];
+    EXACT.contains(&k.as_str()) || PARTS.iter().any(|p| k.contains(p))
+}
+
+/// True for keys that name a number of model tokens (`max_tokens`,
+/// `prompt_tokens`, `history_tokens_before`, `token_count`): their short
+/// numeric values are counts, not credentials. A key that also names a
+/// credential (`auth_tokens`, `refresh_tokens`, `api_key_tokens`) is not one.
+fn is_count_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase().replace(['-', '.'], "_");
+    let counts = ["tokens", "token_count", "tokens_before", "tokens_after"]
+        .iter()
+        .any(|end| k.ends_with(end));
+    const CREDENTIAL_WORDS: [&str; 12] = [
+        "auth", "access", "refresh", "session", "bearer", "api", "key", "secret", "pass",
+        "private", "id_token", "csrf",
+    ];
+    counts && !CREDENTIAL_WORDS.iter().any(|w| k.contains(w))
+}
+
+/// A count small enough to be one: at most nine digits.
+fn is_count_value(value: &str) -> bool {
+    (1..=9).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `key=value` / `key: value` where the key names a secret: group 1 the
+/// key, 3 the separator, 4 the value.
+fn secret_assignment() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r#"(?i)\b([a-z0-9_.-]*(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth)[a-z0-9_.-]*)(\x22?\s*[:=]\s*\x22?)([^\s\x22',;&]+)"#,
+        )
+        .unwrap_or_else(|e| panic!("built-in redaction pattern must compile: {e}"))
+    })
+}
+
+/// Patterns with their replacements, in application order.
+fn patterns() -> &'static [(Regex, &'static str)] {
+    static PATTERNS: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
+    PATTERNS.get_or_init(|| {
+        let table: [(&str, &'static str); 9] = [
+            // PEM private keys, whole block.
+            (
+                r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+                "[REDACTED_PRIVATE_KEY]",
+            ),
+            // Webhook URLs carry their secret in the path: the whole URL goes.
+            (
+                r"(?i)https?://[^\s/]*(hooks\.slack\.com|discord(app)?\.com/api/webhooks|open\.feishu\.cn/open-apis/bot|open\.larksuite\.com/open-apis/bot|oapi\.dingtalk\.com/robot|qyapi\.weixin\.qq\.com/cgi-bin/webhook|outlook\.office\.com/webhook|webhook\.office\.com)[^\s\x22'<>]*",
+                "[REDACTED_WEBHOOK]",
+            ),
+            (
+                r"(?i)https?://[^\s\x22'<>]*/(webhooks?|hooks?)/[^\s\x22'<>]*",
+                "[REDACTED_WEBHOOK]",
+            ),
+            // user:password@ in URLs.
+            (r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@\x22']+@", "${1}[REDACTED]@"),
+            // Query strings carry keys and personal data; the path stays.
+            (
+                r"(?i)\b(https?://[^\s?#\x22'<>]+)\?[^\s#\x22'<>]*",
+                "${1}?[REDACTED_QUERY]",
+            ),
+            (r"(?i)\bBearer\s+[A-Za-z0-9._~+/=-]{12,}", "Bearer [REDACTED]"),
+            // Provider key shapes.
+            (
+                r"\b(sk|pk|rk)-[A-Za-z0-9_-]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bxox[abposr]-[A-Za-z0-9-]{10,}|\b(AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_-]{30,}|\bglpat-[A-Za-z0-9_-]{20,}",
+                REDACTED,
+            ),
+            // JWTs.
+            (
+                r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+                REDACTED,
+            ),
+            // Authorization headers of other schemes.
+            (
+                r"(?i)\b(authorization|x-api-key|api-key|cookie|set-cookie)(\s*:\s*)[^\r\n]+",
+                "${1}${2}[REDACTED]",
+            ),
+        ];
+        table
+            .into_iter()
+            .map(|(p, r)| {
+                let re = RegexBuilder::new(p)
+                    .size_limit(1 << 22)
+                    .build()
+                    .unwrap_or_else(|e| panic!("built-in redaction pattern must compile: {e}"));
+                (re, r)
+            })
+            .collect()
+    })
+}
+
+/// Replaces runs of 32+ base64/base64url characters that look random
+/// (upper and lower case letters and digits all present) with a marker
+/// giving their length. Pure hex and ordinary words pass.
+fn redact_blobs(text: &str) -> String {
+    static BLOB: OnceLock<Regex> = OnceLock::new();
+    let re = BLOB.get_or_init(|| {
+        Regex::new(r"[A-Za-z0-9+/_-]{32,}={0,2}")
+            .unwrap_or_else(|e| panic!("blob pattern must compile: {e}"))
+    });
+    if !re.is_match(text) {
+        return text.to_string();
+    }
+    re.replace_all(text, |caps: &regex::Captures<'_>| {
+        let m = &caps[0];
+        let upper = m.bytes().any(|b| b.is_ascii_uppercase());
+        let lower = m.bytes().any(|b| b.is_ascii_lowercase());
+        let digit = m.bytes().any(|b| b.is_ascii_digit());
+        // Paths and identifiers made of words (`src/some_module/file_name`)
+        // have separators but rarely all three classes mixed densely.
+        if upper && lower && digit && !looks_like_words(m) {
+            format!("[REDACTED_BLOB {} chars]", m.len())
+        } else {
+            m.to_string()
+        }
+    })
+    .into_owned()
+}
+
+/// True when a run is mostly separated words, like a path or an
+/// identifier (`Crates/attest_tools/Src/Lib2`), not an encoded secret.
+fn looks_like_words(s: &str) -> bool {
+    let seps = s
+        .bytes()
+        .filter(|b| matches!(b, b'/' | b'_' | b'-'))
+        .count();
+    // Random base64 has a separator every ~21 chars on average; words, one
+    // every ~6.
+    seps * 10 >= s.len()
+}
+
+/// Cuts to `max` bytes with a note.
+fn limit(text: &str, max: usize) -> String {
+    match truncate_str(text, max) {
+        (head, false) => head.to_string(),
+        (head, true) => format!("{head}…[cut: {} of {} bytes shown]", head.len(), text.len()),
+    }
+}
 
 /// Redact `text` with the configured `secrets` and the key/token patterns.
 /// Never shortens the text otherwise.
@@ -17,14 +334,222 @@ mod tests {
     use super::*;
 
     #[test]
-    fn replaces_configured_values_and_key_shaped_strings() {
-        let secrets = vec!["my-private-value-123".to_string()];
-        let out = redact_secrets(
-            "a my-private-value-123 b sk-live-abcdef0123456789",
-            &secrets,
+    fn token_counts_are_not_secrets_but_tokens_are() {
+        let r = Redactor::new();
+        let text = r#"{"prompt_tokens":954,"max_tokens": 256} max_tokens=4096 auth_token=abc123def456 tokens: sk9"#;
+        let out = r.redact(text);
+        assert!(out.contains(r#""prompt_tokens":954"#), "{out}");
+        assert!(out.contains(r#""max_tokens": 256"#), "{out}");
+        assert!(out.contains("max_tokens=4096"), "{out}");
+        assert!(out.contains("auth_token=[REDACTED]"), "{out}");
+        assert!(
+            out.contains("tokens: [REDACTED]"),
+            "a non-number under a count key goes: {out}"
         );
-        assert!(!out.contains("my-private-value-123"), "{out}");
-        assert!(!out.contains("sk-live-abcdef0123456789"), "{out}");
-        assert!(out.starts_with("a ") && out.contains(" b "), "{out}");
+        let json = serde_json::json!({
+            "usage": {"completion_tokens": 12, "total_tokens": 966},
+            "refresh_tokens": ["r-1"],
+            "access_token": "abc"
+        });
+        let out = r.redact_json(&json);
+        assert_eq!(out["usage"]["completion_tokens"], 12);
+        assert_eq!(out["usage"]["total_tokens"], 966);
+        assert_eq!(out["refresh_tokens"], REDACTED);
+        assert_eq!(out["access_token"], REDACTED);
+        let out = r.redact_json(
+            &serde_json::json!({"auth_tokens": 987654321, "tokens": 1234567890123u64}),
+        );
+        assert_eq!(out["auth_tokens"], REDACTED);
+        assert_eq!(out["tokens"], REDACTED);
+    }
+    use serde_json::json;
+
+    /// Each canary must vanish from the output; the surrounding text stays.
+    const CANARIES: &[(&str, &str)] = &[
+        ("sk-proj-CANARYabcdefghijklmnop1234", "openai key"),
+        ("sk-ant-api03-CANARYabcdefghijklmnop", "anthropic key"),
+        ("ghp_CANARYabcdefghijklmnopqrstuvwxyz12", "github token"),
+        ("github_pat_11CANARYabcdefghijklmnopqrs", "github pat"),
+        ("xoxb-1234567890-CANARYabcdef", "slack token"),
+        ("AKIACANARY0123456789", "aws key id"),
+        ("AIzaSyCANARY-abcdefghijklmnopqrstuvwxy", "google key"),
+        ("glpat-CANARYabcdefghijklmnop", "gitlab token"),
+        (
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJDQU5BUlkifQ.c2lnbmF0dXJlQ0FOQVJZ",
+            "jwt",
+        ),
+        ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYCANARYKEY9", "aws secret"),
+    ];
+
+    #[test]
+    fn token_shapes_are_removed() {
+        let r = Redactor::new();
+        for (canary, what) in CANARIES {
+            let text = format!("before {canary} after");
+            let out = r.redact(&text);
+            assert!(!out.contains(canary), "{what}: {out}");
+            assert!(!out.contains("CANARY"), "{what}: {out}");
+            assert!(
+                out.starts_with("before ") && out.ends_with(" after"),
+                "{what}: {out}"
+            );
+        }
+    }
+
+    #[test]
+    fn bearer_and_headers() {
+        let r = Redactor::new();
+        let out = r.redact("Authorization: Bearer abc.CANARY.def\nok");
+        assert!(!out.contains("CANARY"), "{out}");
+        assert!(out.ends_with("\nok"), "{out}");
+        let out = r.redact("curl -H 'Bearer CANARYtoken123'");
+        assert!(!out.contains("CANARY"), "{out}");
+        let out = r.redact("x-api-key: CANARY42");
+        assert!(!out.contains("CANARY"), "{out}");
+        let out = r.redact("Cookie: session=CANARY");
+        assert!(!out.contains("CANARY"), "{out}");
+    }
+
+    #[test]
+    fn key_value_secrets() {
+        let r = Redactor::new();
+        for text in [
+            "password=CANARY1",
+            "db_password: CANARY1",
+            "API_KEY=CANARY1 next",
+            r#"{"client_secret": "CANARY1"}"#,
+            "token=CANARY1&x=1",
+        ] {
+            let out = r.redact(text);
+            assert!(!out.contains("CANARY"), "{text} -> {out}");
+        }
+        assert_eq!(r.redact("token=CANARY1 rest"), "token=[REDACTED] rest");
+    }
+
+    #[test]
+    fn urls_lose_queries_credentials_and_webhooks() {
+        let r = Redactor::new();
+        let out = r.redact("GET https://api.example.com/v1/quote?symbol=X&apikey=CANARY failed");
+        assert_eq!(
+            out,
+            "GET https://api.example.com/v1/quote?[REDACTED_QUERY] failed"
+        );
+        let out = r.redact("https://user:CANARY@host.example/path");
+        assert!(!out.contains("CANARY"), "{out}");
+        assert!(out.contains("host.example/path"), "{out}");
+        for hook in [
+            "https://hooks.slack.com/services/T000/B000/CANARY",
+            "https://discord.com/api/webhooks/123/CANARY",
+            "https://open.feishu.cn/open-apis/bot/v2/hook/CANARY",
+            "https://oapi.dingtalk.com/robot/send?access_token=CANARY",
+            "https://example.com/webhook/CANARY",
+        ] {
+            let out = r.redact(&format!("posting to {hook} now"));
+            assert!(!out.contains("CANARY"), "{out}");
+            assert!(out.contains("[REDACTED_WEBHOOK]"), "{out}");
+            assert!(out.ends_with(" now"), "{out}");
+        }
+    }
+
+    #[test]
+    fn private_key_blocks() {
+        let r = Redactor::new();
+        let text = "x\n-----BEGIN OPENSSH PRIVATE KEY-----\nCANARY\nmore\n-----END OPENSSH PRIVATE KEY-----\ny";
+        assert_eq!(r.redact(text), "x\n[REDACTED_PRIVATE_KEY]\ny");
+        // A block cut off by truncation upstream still goes.
+        let out = r.redact("-----BEGIN RSA PRIVATE KEY-----\nCANARY");
+        assert!(!out.contains("CANARY"), "{out}");
+    }
+
+    #[test]
+    fn configured_secrets_and_paths() {
+        let r = Redactor::new()
+            .with_secrets(["hunter2-CANARY", "abc"]) // "abc" is too short to search for
+            .with_path("/home/alice", "~");
+        let out = r.redact("pw hunter2-CANARY in /home/alice/.config, abc stays");
+        assert_eq!(out, "pw [REDACTED] in ~/.config, abc stays");
+        // Debug never shows secrets.
+        assert!(!format!("{r:?}").contains("CANARY"));
+    }
+
+    #[test]
+    fn blobs_go_hex_and_paths_stay() {
+        let r = Redactor::new();
+        let blob = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0MjQyNDI0Mg==";
+        let out = r.redact(&format!("data {blob} end"));
+        assert_eq!(
+            out,
+            format!("data [REDACTED_BLOB {} chars] end", blob.len())
+        );
+        let sha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        assert_eq!(r.redact(sha), sha);
+        let git = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(r.redact(git), git);
+        let path = "crates/attest_tools/src/builtin/Read_file_2.rs";
+        assert_eq!(r.redact(path), path);
+    }
+
+    #[test]
+    fn length_limit_applies_after_redaction() {
+        let r = Redactor::new().with_max_len(20);
+        let out = r.redact(&"a".repeat(100));
+        assert!(out.starts_with(&"a".repeat(20)));
+        assert!(out.contains("cut: 20 of 100 bytes"), "{out}");
+        // A cut never lands inside a multi-byte char.
+        let out = Redactor::new().redact_to("ééééé", 3);
+        assert!(out.starts_with('é'), "{out}");
+    }
+
+    #[test]
+    fn json_values_by_key_and_content() {
+        let r = Redactor::new().with_secrets(["s3cr3t-CANARY"]);
+        let v = json!({
+            "command": "curl -H 'Authorization: Bearer CANARYxyz123' https://x.io/a?k=CANARY",
+            "api_key": "CANARY",
+            "Password": 1234,
+            "nested": [{"token": "CANARY"}, "s3cr3t-CANARY"],
+            "path": "src/main.rs",
+            "count": 3,
+            "token_count": null
+        });
+        let out = r.redact_json(&v);
+        let text = out.to_string();
+        assert!(!text.contains("CANARY"), "{text}");
+        assert!(!text.contains("1234"), "{text}");
+        assert_eq!(out["path"], "src/main.rs");
+        assert_eq!(out["count"], 3);
+        assert_eq!(out["api_key"], "[REDACTED]");
+        assert!(out["token_count"].is_null());
+    }
+
+    #[test]
+    fn plain_text_is_untouched() {
+        let r = Redactor::new();
+        for text in [
+            "cargo test -p attest-tools",
+            "error[E0308]: mismatched types at src/lib.rs:12:5",
+            "the token budget was exceeded",
+            "https://docs.rs/landlock/0.4.8",
+            "",
+        ] {
+            assert_eq!(r.redact(text), text);
+        }
+    }
+
+    #[test]
+    fn secret_keys() {
+        for k in [
+            "api_key",
+            "API-KEY",
+            "x_auth_token",
+            "password",
+            "auth",
+            "Cookie",
+        ] {
+            assert!(is_secret_key(k), "{k}");
+        }
+        for k in ["path", "command", "author", "keyword", "monkey"] {
+            assert!(!is_secret_key(k), "{k}");
+        }
     }
 }

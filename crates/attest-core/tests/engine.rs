@@ -1,6 +1,7 @@
 //! The engine as a library (SPEC J3), driven by the scripted provider.
 //! Assertions are on what the provider was actually sent.
 
+use attest_core::tool::{ToolContext, ToolRegistry, Workspace};
 use attest_core::{
     Engine, LogEntry, MemoryRunLog, RunConfig, StaticApprover, PROTOCOL_PLACEHOLDER,
 };
@@ -10,7 +11,7 @@ use attest_protocol::{
 };
 use attest_providers::scripted::ScriptedProvider;
 use attest_providers::{pairing, ModelProvider};
-use attest_tools::{builtin_tools, ToolContext, ToolRegistry, Workspace};
+use attest_tools::builtin_tools;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +25,7 @@ fn harness(script: &str, approve: bool) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "the answer is 42\n").unwrap();
     let provider = Arc::new(ScriptedProvider::from_text(script).unwrap());
-    let registry = Arc::new(ToolRegistry::new(builtin_tools()).unwrap());
+    let registry = Arc::new(ToolRegistry::new(builtin_tools(None)).unwrap());
     let workspace = Workspace::new(dir.path()).unwrap();
     let approver = StaticApprover {
         approve,
@@ -465,7 +466,7 @@ impl attest_tools::Tool for NamedTool {
 #[tokio::test]
 async fn large_tool_sets_are_discovered_with_tool_search_and_the_change_is_declared() {
     let dir = tempfile::tempdir().unwrap();
-    let mut tools = builtin_tools();
+    let mut tools = builtin_tools(None);
     for i in 0..30 {
         let (name, description) = if i == 17 {
             (
@@ -802,7 +803,7 @@ fn piece_engine(
     });
     let engine = Engine::new(
         provider.clone() as Arc<dyn ModelProvider>,
-        Arc::new(ToolRegistry::new(builtin_tools()).unwrap()),
+        Arc::new(ToolRegistry::new(builtin_tools(None)).unwrap()),
         ToolContext::new(Workspace::new(dir).unwrap()),
         Arc::new(StaticApprover {
             approve: false,

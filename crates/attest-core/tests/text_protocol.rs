@@ -3,6 +3,7 @@
 //! actually sent.
 
 use async_trait::async_trait;
+use attest_core::tool::{Tool, ToolContext, ToolOutput, ToolRegistry, Workspace};
 use attest_core::PROTOCOL_PLACEHOLDER;
 use attest_core::{Engine, LogEntry, MemoryRunLog, RunConfig, RunOutcome, StaticApprover};
 use attest_protocol::{
@@ -13,7 +14,6 @@ use attest_protocol::{
 use attest_providers::scripted::{ScriptedProvider, ScriptedResponse};
 use attest_providers::text_protocol::TextProtocolProvider;
 use attest_providers::{ModelProvider, ModelRequest};
-use attest_tools::{Tool, ToolContext, ToolOutput, ToolRegistry, Workspace};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;

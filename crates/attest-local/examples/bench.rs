@@ -14,7 +14,7 @@ const SYSTEM: &str = "You are an agent working through tools that a harness exec
 fn request(history: &[TranscriptItem]) -> ModelRequest {
     ModelRequest {
         system: std::env::var("BENCH_SYSTEM").unwrap_or_else(|_| SYSTEM.into()),
-        tools: attest_tools::builtin_tools()
+        tools: attest_tools::builtin_tools(None)
             .iter()
             .map(|t| t.spec().clone())
             .collect(),
@@ -87,9 +87,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(a) if std::path::Path::new(a).is_file() => a.into(),
         Some(a) => ensure_model(
             known_model(a).ok_or("unknown model")?,
-            &FetchOptions::default(),
+            &FetchOptions::from_env(&|v| std::env::var(v).ok()),
         )?,
-        None => ensure_model(&QWEN25_CODER_1_5B, &FetchOptions::default())?,
+        None => ensure_model(
+            &QWEN25_CODER_1_5B,
+            &FetchOptions::from_env(&|v| std::env::var(v).ok()),
+        )?,
     };
     let mut cfg = LocalConfig::new(path);
     cfg.threads = args.get(2).and_then(|s| s.parse().ok());

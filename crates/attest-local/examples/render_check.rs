@@ -8,7 +8,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let g = GgufFile::open(args[1].as_ref()).unwrap();
     let t = ChatTemplate::new(g.meta_str("tokenizer.chat_template"), None, None).unwrap();
-    let tools: Vec<_> = attest_tools::builtin_tools()
+    let tools: Vec<_> = attest_tools::builtin_tools(None)
         .iter()
         .map(|t| t.spec().clone())
         .collect();

@@ -141,28 +141,28 @@ pub fn known_model(name: &str) -> Option<&'static KnownModel> {
     }
 }
 
+/// A lookup of environment-style settings (`ATTEST_CACHE_DIR`,
+/// `XDG_CACHE_HOME`, `HOME`, `HF_HUB_OFFLINE`, `HF_ENDPOINT`). The front end
+/// passes the process environment; nothing in this crate reads it itself.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// `ATTEST_CACHE_DIR/models`, `$XDG_CACHE_HOME/attest/models` or
-/// `~/.cache/attest/models`.
-pub fn default_cache_dir() -> PathBuf {
-    user_cache_base()
+/// `~/.cache/attest/models`, as `env` says.
+pub fn default_cache_dir(env: EnvLookup) -> PathBuf {
+    user_cache_base(env)
         .unwrap_or_else(|| std::env::temp_dir().join("attest"))
         .join("models")
 }
 
 /// Where stored prompt prefixes live by default: beside the models. `None`
-/// when there is no per-user cache directory: a shared temp dir is no place
-/// for K/V the model would trust.
-pub fn default_prefix_cache_dir() -> Option<PathBuf> {
-    user_cache_base().map(|base| base.join("prefixes"))
+/// when `env` names no cache location at all.
+pub fn default_prefix_cache_dir(env: EnvLookup) -> Option<PathBuf> {
+    user_cache_base(env).map(|base| base.join("prefixes"))
 }
 
 /// `ATTEST_CACHE_DIR`, `$XDG_CACHE_HOME/attest` or `~/.cache/attest`.
-fn user_cache_base() -> Option<PathBuf> {
-    let nonempty = |v: &str| {
-        std::env::var_os(v)
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
-    };
+fn user_cache_base(env: EnvLookup) -> Option<PathBuf> {
+    let nonempty = |v: &str| env(v).filter(|s| !s.is_empty()).map(PathBuf::from);
     nonempty("ATTEST_CACHE_DIR").or_else(|| {
         nonempty("XDG_CACHE_HOME")
             .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
@@ -185,14 +185,15 @@ pub struct FetchOptions {
     pub use_pypi: bool,
 }
 
-impl Default for FetchOptions {
-    fn default() -> Self {
-        let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+impl FetchOptions {
+    /// The defaults, with the cache location and hub settings `env` gives.
+    pub fn from_env(env: EnvLookup) -> Self {
+        let get = |v: &str| env(v).filter(|s| !s.is_empty());
         FetchOptions {
-            cache_dir: default_cache_dir(),
+            cache_dir: default_cache_dir(env),
             progress: true,
-            use_hub: env("HF_HUB_OFFLINE").is_none_or(|v| v == "0"),
-            hub_endpoint: env("HF_ENDPOINT").unwrap_or_else(|| "https://huggingface.co".into()),
+            use_hub: get("HF_HUB_OFFLINE").is_none_or(|v| v == "0"),
+            hub_endpoint: get("HF_ENDPOINT").unwrap_or_else(|| "https://huggingface.co".into()),
             use_pypi: true,
         }
     }

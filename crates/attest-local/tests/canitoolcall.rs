@@ -37,10 +37,11 @@ fn fixtures_dir() -> PathBuf {
         );
         return fixtures;
     }
-    let dir = default_cache_dir()
+    let models = default_cache_dir(&|v| std::env::var(v).ok());
+    let dir = models
         .parent()
         .map(Path::to_path_buf)
-        .unwrap_or_else(default_cache_dir)
+        .unwrap_or_else(|| models.clone())
         .join(format!("canitoolcall-{VERSION}"));
     let fixtures = dir.join("canitoolcall/_data/fixtures");
     if !fixtures.is_dir() {

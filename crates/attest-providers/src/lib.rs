@@ -19,48 +19,16 @@
 pub mod anthropic;
 pub mod http;
 pub mod openai;
-pub mod pairing;
 pub mod scripted;
 mod sse;
 pub mod text_protocol;
 pub mod tool_call_format;
-mod types;
 mod wire;
 
-pub use types::{
-    FinishKind, ModelRequest, ModelResponse, ParsedCall, ProtocolViolation, ProviderError, TextSink,
+// The trait and types every provider implements, re-exported for
+// implementors and callers of this crate.
+#[doc(no_inline)]
+pub use attest_core::provider::{
+    pairing, FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProtocolViolation,
+    ProviderError, TextSink,
 };
-
-use async_trait::async_trait;
-
-/// One model endpoint. Implementations: [`http::HttpProvider`] (OpenAI chat,
-/// Anthropic Messages) and [`scripted::ScriptedProvider`].
-#[async_trait]
-pub trait ModelProvider: Send + Sync {
-    /// Provider name as configured (`openai`, `anthropic`, `scripted`).
-    fn name(&self) -> &str;
-    /// Wire format family (`openai_chat`, `anthropic_messages`, `scripted`).
-    fn api_family(&self) -> &str;
-    /// Model name sent to the endpoint.
-    fn model(&self) -> &str;
-    /// Version of prompt text this provider adds itself (the text
-    /// protocol's tool block), so traces tell its versions apart (SPEC B5).
-    fn prompt_version(&self) -> Option<&str> {
-        None
-    }
-    /// Perform one model call. No retries here: the engine retries, so every
-    /// attempt is visible in the event stream.
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
-
-    /// As [`ModelProvider::complete`], showing response text to `sink` as
-    /// it streams in (live display only: the engine acts on the full
-    /// response). Providers that cannot stream text fall back to `complete`.
-    async fn complete_streaming(
-        &self,
-        request: &ModelRequest,
-        sink: &TextSink,
-    ) -> Result<ModelResponse, ProviderError> {
-        let _ = sink;
-        self.complete(request).await
-    }
-}

@@ -7,9 +7,9 @@
 //! `missing_evidence` and satisfies no contract.
 
 use crate::process::{self, describe_status, RunResult};
-use crate::text::{captured_text, truncate_str};
 use crate::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
+use attest_core::text::{captured_text, truncate_str};
 use attest_protocol::{DataSource, EffectClass, ErrorType, Evidence, Permission, ToolSpec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! request) or the user's own (never touched).
 
 use super::workspace_files::{open_workspace, ContextError};
-use attest_tools::WorkspaceError;
+use crate::tool::WorkspaceError;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -308,7 +308,7 @@ pub fn inspect(root: &Path) -> Result<Vec<FileReport>, ContextError> {
 
 /// The status of one managed file.
 fn classify(
-    workspace: &attest_tools::Workspace,
+    workspace: &crate::tool::Workspace,
     path: &'static str,
 ) -> Result<FileStatus, ContextError> {
     let io = |source| ContextError::Io {

@@ -4,8 +4,8 @@
 //! ([`attest_tools::skill_tool`]), which shares the file rules used here
 //! ([`attest_tools::skills`]).
 
+use super::skill_tool::{self as files, SkillEntry, SkillFile, SkillFileError};
 use super::workspace_files::{open_workspace, ContextError};
-use attest_tools::skills::{self as files, SkillEntry, SkillFile, SkillFileError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

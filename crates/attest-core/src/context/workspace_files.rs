@@ -4,7 +4,7 @@
 //! the model, not policy: nothing in them can loosen what the harness enforces
 //! in code.
 
-use attest_tools::{Workspace, WorkspaceError};
+use crate::tool::{Workspace, WorkspaceError};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -38,7 +38,7 @@ pub enum ContextError {
     NotAFile { path: String },
     #[error("`{path}` is not a file attest init manages")]
     NotManaged { path: String },
-    #[error("{}", attest_tools::skills::unknown_skill_message(name, available))]
+    #[error("{}", super::skill_tool::unknown_skill_message(name, available))]
     UnknownSkill {
         name: String,
         available: Vec<String>,

@@ -5,16 +5,15 @@ use super::model::Interrupter;
 use super::run::Run;
 use super::EngineError;
 use crate::approval::ApprovalRequest;
+use crate::doom_loop::DoomLoopSignal;
+use crate::failure::{render_failure, render_quality};
+use crate::provider::{ModelResponse, ParsedCall};
 use crate::render;
+use crate::tool::{ChainOutcome, PreparedCall};
 use attest_protocol::{
     AssistantPhase, EffectClass, EventBody, HarnessMessageKind, Receipt, ReceiptStatus,
     TraceRecord, TranscriptItem,
 };
-use attest_providers::{ModelResponse, ParsedCall};
-use attest_tools::doom_loop::DoomLoopSignal;
-use attest_tools::failure::{render_failure, render_quality};
-use attest_tools::middleware::ChainOutcome;
-use attest_tools::PreparedCall;
 use std::sync::Arc;
 
 /// How executing one response's calls ended.

@@ -92,7 +92,7 @@ impl DeltaStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use attest_tools::Redactor;
+    use crate::redact::Redactor;
 
     fn stream(pieces: &[&str], redactor: &Redactor) -> Vec<String> {
         let redact = |t: &str| redactor.redact_to(t, usize::MAX);

@@ -1,9 +1,9 @@
 //! The read-only `history` tool (SPEC E4): after a compaction, the model
 //! can fetch the full original of any archived call by its call id.
 
+use crate::tool::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec, TranscriptItem};
-use attest_tools::{Tool, ToolContext, ToolOutput};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -20,13 +20,14 @@ pub use history_tool::HISTORY_TOOL;
 pub use tool_search::TOOL_SEARCH;
 
 use crate::approval::Approver;
+use crate::failure::FailureTracker;
 use crate::log::{LogError, RunLog};
+use crate::provider::{ModelProvider, TextSink};
+use crate::tool::{ToolContext, ToolRegistry};
 use attest_protocol::{
     CompletionContract, Event, Receipt, TerminalReason, TerminalState, ToolSpec, TranscriptItem,
     Usage,
 };
-use attest_providers::{ModelProvider, TextSink};
-use attest_tools::{FailureTracker, ToolContext, ToolRegistry};
 use run::{Run, Start};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;

@@ -5,12 +5,12 @@ use super::deltas::DeltaStream;
 use super::run::Run;
 use super::EngineError;
 use crate::forgery;
+use crate::provider::{pairing, ModelRequest, ModelResponse, TextSink};
 use crate::state::{render_tail, TailBudget};
 use attest_protocol::{
     CacheResetPoint, CacheResetReason, ContextSource, EventBody, HarnessMessageKind,
     ProtocolErrorKind, TraceRecord, TranscriptItem,
 };
-use attest_providers::{pairing, ModelRequest, ModelResponse, TextSink};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;

@@ -5,18 +5,20 @@ use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
 use super::{Engine, EngineError, RunConfig, RunOutcome};
+use crate::doom_loop::DoomLoopGuard;
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
 use crate::prompt::{base_system_prompt, corrective_message, PROTOCOL_PLACEHOLDER};
+use crate::provider::{FinishKind, ModelResponse, ParsedCall};
+use crate::redact::Redactor;
 use crate::state::AgentState;
+use crate::tool::{Tool, ToolRegistry};
 use attest_protocol::CompletionContract;
 use attest_protocol::{
     AssistantPhase, Event, EventBody, HarnessMessageKind, ProtocolErrorKind, Receipt,
     ReceiptStatus, TerminalReason, TerminalState, ToolSpec, TraceRecord, TranscriptItem, Usage,
     LOOP_VERSION,
 };
-use attest_providers::{FinishKind, ModelResponse, ParsedCall};
-use attest_tools::{DoomLoopGuard, Redactor, Tool, ToolRegistry};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::time::Instant;

@@ -3,9 +3,9 @@
 //! returns matching tools with their schemas and makes them callable from
 //! the next request on. The tool list change is a declared cache reset.
 
+use crate::tool::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
-use attest_tools::{Tool, ToolContext, ToolOutput};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 

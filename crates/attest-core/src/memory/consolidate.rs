@@ -10,11 +10,11 @@ use super::gate::{backing_receipts, gate, Gated};
 use super::screen::screen;
 use super::{item_id, DecisionRecord};
 use crate::context::skills::SkillMeta;
+use crate::redact::Redactor;
 use attest_protocol::{
     AssistantPhase, MemoryDecision, MemoryItem, MemoryProvenance, MemoryStatus, TerminalState,
     TranscriptItem,
 };
-use attest_tools::Redactor;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 

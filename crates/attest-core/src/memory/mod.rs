@@ -50,11 +50,11 @@ pub use screen::{screen, Refusal, MAX_CONTENT_CHARS};
 pub use values::{appears_in, distinctive_values, Value, ValueKind};
 pub use verify::{check_source, verify, SourceCheck, Verification};
 
+use crate::redact::Redactor;
 use attest_protocol::{
     ConfidenceLevel, ConflictPolicy, MemoryDecision, MemoryItem, MemoryKind, MemoryProvenance,
     MemorySourceRef, MemoryStatus, TraceRecord,
 };
-use attest_tools::Redactor;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 

@@ -3,7 +3,7 @@
 //! like a credential afterwards, is refused whole — a memory item with a
 //! hole where a key was is useless, and a partial key is still a leak.
 
-use attest_tools::Redactor;
+use crate::redact::Redactor;
 use regex::Regex;
 use std::sync::OnceLock;
 

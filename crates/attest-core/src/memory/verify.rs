@@ -6,8 +6,8 @@
 
 use crate::context::skills::SkillMeta;
 use crate::context::workspace_files::sha256_hex;
+use crate::tool::Workspace;
 use attest_protocol::{MemoryDecision, MemoryItem, MemoryProvenance, MemoryStatus};
-use attest_tools::Workspace;
 use std::path::Path;
 
 /// What the source says now.

@@ -1,9 +1,9 @@
 //! `edit_file`: replace one exact, unique occurrence of a string in a file.
 
-use super::{parse_args, spec};
-use crate::text::sha256_hex;
+use super::parse_args;
 use crate::{Tool, ToolContext, ToolOutput, WorkspaceError};
 use async_trait::async_trait;
+use attest_core::text::sha256_hex;
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
 
@@ -21,7 +21,7 @@ struct Args {
 impl EditFile {
     pub(crate) fn new() -> Self {
         EditFile {
-            spec: spec(
+            spec: ToolSpec::new(
                 "edit_file",
                 "Replace one exact occurrence of `old_string` with `new_string` in a workspace \
                  file. `old_string` must occur exactly once; include surrounding lines to make it \

@@ -1,9 +1,9 @@
 //! `grep`: regex search over the workspace, honouring ignore files.
 
-use super::{parse_args, resolve_observed, spec};
-use crate::text::truncate_str;
+use super::{parse_args, resolve_observed};
 use crate::{Tool, ToolContext, ToolOutput, Workspace};
 use async_trait::async_trait;
+use attest_core::text::truncate_str;
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
 use regex::Regex;
 use serde::Deserialize;
@@ -36,7 +36,7 @@ fn dot() -> String {
 impl Grep {
     pub(crate) fn new() -> Self {
         Grep {
-            spec: spec(
+            spec: ToolSpec::new(
                 "grep",
                 "Search files under a workspace path for lines matching a regular expression \
                  (Rust regex syntax), skipping hidden and git-ignored files. Returns \

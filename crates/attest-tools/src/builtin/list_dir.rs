@@ -1,9 +1,9 @@
 //! `list_dir`: the entries of one workspace directory.
 
-use super::{parse_args, resolve_observed, spec, OUTPUT_LIMIT};
-use crate::text::truncate_with_note;
+use super::{parse_args, resolve_observed, OUTPUT_LIMIT};
 use crate::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
+use attest_core::text::truncate_with_note;
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
 
@@ -24,7 +24,7 @@ fn dot() -> String {
 impl ListDir {
     pub(crate) fn new() -> Self {
         ListDir {
-            spec: spec(
+            spec: ToolSpec::new(
                 "list_dir",
                 "List the entries of a workspace directory, sorted, one per line; directories \
                  end with `/`. Lists the workspace root when no path is given.",

@@ -7,54 +7,26 @@ mod grep;
 mod list_dir;
 mod read_file;
 mod shell;
-// Public (through the crate root) for its file rules, shared with the
-// skills catalog in attest-core.
-pub mod skill;
 mod write_file;
 
-use crate::{Tool, ToolOutput, Workspace, WorkspaceError};
-use attest_protocol::{EffectClass, Evidence, ToolSpec};
-use serde::de::DeserializeOwned;
+use crate::{Sandbox, Tool, ToolOutput, Workspace, WorkspaceError};
+use attest_protocol::Evidence;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Most bytes of file content or listing a tool hands the model.
-pub(crate) const OUTPUT_LIMIT: usize = 64 * 1024;
+pub(crate) use attest_core::tool::{decode_args as parse_args, OUTPUT_LIMIT};
 
-/// The built-in tools, in the order they are offered to the model.
-pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+/// The built-in tools, in the order they are offered to the model. `shell`
+/// runs its commands in `sandbox` (unconfined when `None`).
+pub fn builtin_tools(sandbox: Option<Arc<Sandbox>>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(read_file::ReadFile::new()),
         Arc::new(list_dir::ListDir::new()),
         Arc::new(grep::Grep::new()),
         Arc::new(write_file::WriteFile::new()),
         Arc::new(edit_file::EditFile::new()),
-        Arc::new(shell::Shell::new()),
+        Arc::new(shell::Shell::new(sandbox)),
     ]
-}
-
-fn spec(
-    name: &str,
-    description: &str,
-    effect: EffectClass,
-    parameters: serde_json::Value,
-) -> ToolSpec {
-    ToolSpec {
-        name: name.to_string(),
-        description: description.to_string(),
-        parameters,
-        effect,
-    }
-}
-
-/// Decodes validated arguments. The registry has already checked them
-/// against the schema, so a failure here means the schema and the struct
-/// disagree; it is still an error result, never a panic.
-/// Results are boxed (here and below): a `ToolOutput` is large and the
-/// error path is the rare one.
-fn parse_args<T: DeserializeOwned>(args: serde_json::Value) -> Result<T, Box<ToolOutput>> {
-    serde_json::from_value(args)
-        .map_err(|e| Box::new(ToolOutput::error(format!("invalid arguments: {e}"))))
 }
 
 /// A successful observation that `what` does not exist at `resolved`.
@@ -100,11 +72,11 @@ pub(crate) mod test_support {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use attest_protocol::Permission;
+    use attest_protocol::{EffectClass, Permission};
 
     #[test]
     fn tools_are_offered_in_a_fixed_order_with_strict_schemas() {
-        let tools = builtin_tools();
+        let tools = builtin_tools(None);
         let names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
         assert_eq!(
             names,
@@ -131,7 +103,7 @@ mod tests {
 
     #[test]
     fn effects_and_permissions() {
-        let tools = builtin_tools();
+        let tools = builtin_tools(None);
         let got: Vec<(EffectClass, Permission)> = tools
             .iter()
             .map(|t| (t.spec().effect, t.default_permission()))
@@ -154,14 +126,14 @@ mod tests {
     #[test]
     fn specs_serialize_deterministically() {
         let a = serde_json::to_string(
-            &builtin_tools()
+            &builtin_tools(None)
                 .iter()
                 .map(|t| t.spec().clone())
                 .collect::<Vec<_>>(),
         )
         .unwrap();
         let b = serde_json::to_string(
-            &builtin_tools()
+            &builtin_tools(None)
                 .iter()
                 .map(|t| t.spec().clone())
                 .collect::<Vec<_>>(),

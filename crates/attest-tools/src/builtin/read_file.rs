@@ -1,9 +1,9 @@
 //! `read_file`: the content of one workspace file, with its hash.
 
-use super::{parse_args, resolve_observed, spec, OUTPUT_LIMIT};
-use crate::text::truncate_str;
+use super::{parse_args, resolve_observed, OUTPUT_LIMIT};
 use crate::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
+use attest_core::text::truncate_str;
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -21,7 +21,7 @@ struct Args {
 impl ReadFile {
     pub(crate) fn new() -> Self {
         ReadFile {
-            spec: spec(
+            spec: ToolSpec::new(
                 "read_file",
                 "Read a text file in the workspace and return its content; files over 64 KiB are \
                  truncated with a note. A missing file is reported as `file not found`.",
@@ -129,7 +129,7 @@ async fn read_hashed(path: &std::path::Path) -> std::io::Result<(Vec<u8>, u64, S
 mod tests {
     use super::*;
     use crate::builtin::test_support::context;
-    use crate::text::sha256_hex;
+    use attest_core::text::sha256_hex;
     use serde_json::json;
     use std::os::unix::fs::symlink;
 

@@ -1,13 +1,14 @@
 //! `shell`: run a command line with `sh -c` in the workspace root, inside
 //! the run's sandbox when it has one.
 
-use super::{parse_args, spec};
+use super::parse_args;
 use crate::process::{self, describe_status, RunResult};
-use crate::text::captured_text;
-use crate::{Tool, ToolContext, ToolOutput};
+use crate::{Sandbox, Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
+use attest_core::text::captured_text;
 use attest_protocol::{DataSource, EffectClass, ErrorType, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes kept of each of stdout and stderr.
@@ -16,6 +17,9 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 pub(crate) struct Shell {
     spec: ToolSpec,
+    /// Where commands run; `None` runs them unconfined (tests,
+    /// `SandboxMode::Off`).
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 #[derive(Deserialize)]
@@ -24,9 +28,10 @@ struct Args {
 }
 
 impl Shell {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(sandbox: Option<Arc<Sandbox>>) -> Self {
         Shell {
-            spec: spec(
+            sandbox,
+            spec: ToolSpec::new(
                 "shell",
                 "Run a shell command (`sh -c`) in the workspace root and return its stdout and \
                  stderr. A non-zero exit status is a failure; the command is killed after 120 \
@@ -72,7 +77,7 @@ impl Tool for Shell {
             Err(out) => return *out,
         };
         let root = ctx.workspace.root();
-        let mut cmd = match &ctx.sandbox {
+        let mut cmd = match &self.sandbox {
             Some(sandbox) => match sandbox.command("sh", &["-c", &args.command], root) {
                 Ok(cmd) => cmd,
                 Err(e) => {
@@ -124,7 +129,7 @@ impl Tool for Shell {
         if !stderr.is_empty() {
             output.push_str(&format!("\n[stderr]\n{stderr}"));
         }
-        if let Some(note) = sandbox_note(ctx, &stderr) {
+        if let Some(note) = sandbox_note(self.sandbox.as_deref(), &stderr) {
             output.push_str(note);
         }
         ToolOutput {
@@ -137,8 +142,8 @@ impl Tool for Shell {
 /// A line telling the model why a write or connection failed, when the
 /// failure looks like the sandbox's doing: otherwise it tends to retry
 /// with `sudo` or other paths.
-fn sandbox_note(ctx: &ToolContext, stderr: &str) -> Option<&'static str> {
-    let report = ctx.sandbox.as_ref()?.report();
+fn sandbox_note(sandbox: Option<&Sandbox>, stderr: &str) -> Option<&'static str> {
+    let report = sandbox?.report();
     report.mechanism?;
     let text = if report.network_allowed {
         "\n[attest] Commands run in a sandbox: writes are allowed only inside the workspace and \
@@ -164,7 +169,9 @@ mod tests {
     use serde_json::json;
 
     async fn run(ctx: &ToolContext, command: &str) -> ToolOutput {
-        Shell::new().execute(json!({"command": command}), ctx).await
+        Shell::new(None)
+            .execute(json!({"command": command}), ctx)
+            .await
     }
 
     #[tokio::test]
@@ -231,6 +238,6 @@ mod tests {
 
     #[test]
     fn default_timeout_is_two_minutes() {
-        assert_eq!(Shell::new().timeout(), Duration::from_secs(120));
+        assert_eq!(Shell::new(None).timeout(), Duration::from_secs(120));
     }
 }

@@ -1,9 +1,9 @@
 //! `write_file`: create or overwrite one workspace file.
 
-use super::{parse_args, spec};
-use crate::text::sha256_hex;
+use super::parse_args;
 use crate::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
+use attest_core::text::sha256_hex;
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
 
@@ -20,7 +20,7 @@ struct Args {
 impl WriteFile {
     pub(crate) fn new() -> Self {
         WriteFile {
-            spec: spec(
+            spec: ToolSpec::new(
                 "write_file",
                 "Create or overwrite a workspace file with the given content, creating parent \
                  directories as needed. To change part of an existing file, prefer edit_file.",

@@ -15,11 +15,12 @@ struct Fixture {
     ws: PathBuf,
     outside: PathBuf,
     ctx: ToolContext,
+    sandbox: Option<Arc<Sandbox>>,
     label: String,
 }
 
-fn shell_tool() -> Arc<dyn Tool> {
-    builtin_tools()
+fn shell_tool(sandbox: Option<Arc<Sandbox>>) -> Arc<dyn Tool> {
+    builtin_tools(sandbox)
         .into_iter()
         .find(|t| t.spec().name == "shell")
         .expect("the shell tool is built in")
@@ -47,7 +48,7 @@ impl Fixture {
         let workspace = Workspace::new(&ws).unwrap();
         let ws = workspace.root().to_path_buf();
         let outside = outside.canonicalize().unwrap();
-        let (ctx, label) = match caps {
+        let (sandbox, label) = match caps {
             Some((caps, mechanism)) => {
                 let sandbox =
                     Sandbox::build(SandboxOptions::new(mode), &ws, caps, Some(mechanism)).unwrap();
@@ -58,27 +59,23 @@ impl Fixture {
                     caps.netns
                 );
                 assert_eq!(sandbox.report().mechanism, Some(mechanism.as_str()));
-                (
-                    ToolContext::new(workspace).with_sandbox(Arc::new(sandbox)),
-                    label,
-                )
+                (Some(Arc::new(sandbox)), label)
             }
-            None => (
-                ToolContext::new(workspace),
-                "no sandbox (control)".to_string(),
-            ),
+            None => (None, "no sandbox (control)".to_string()),
         };
+        let ctx = ToolContext::new(workspace);
         Fixture {
             _base: base,
             ws,
             outside,
             ctx,
+            sandbox,
             label,
         }
     }
 
     async fn run(&self, command: &str) -> ToolOutput {
-        shell_tool()
+        shell_tool(self.sandbox.clone())
             .execute(json!({ "command": command }), &self.ctx)
             .await
     }
@@ -284,7 +281,7 @@ async fn the_workspace_and_tmpdir_stay_writable() {
         assert!(out.success, "{}: {}", f.label, out.output);
         let lines: Vec<&str> = out.output.lines().collect();
         assert_eq!(lines[0], "scratch");
-        let sandbox = f.ctx.sandbox.as_ref().unwrap();
+        let sandbox = f.sandbox.as_ref().unwrap();
         let tmp = sandbox.tmp_dir().unwrap();
         assert_eq!(Path::new(lines[1]), tmp, "{}", f.label);
         assert!(
@@ -397,7 +394,7 @@ async fn udp_is_off_where_the_report_says_the_network_is() {
     );
     for (caps, mechanism) in mechanisms() {
         let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
-        let report = f.ctx.sandbox.as_ref().unwrap().report().clone();
+        let report = f.sandbox.as_ref().unwrap().report().clone();
         if !report.network_isolated {
             // Landlock alone covers TCP only, and says so.
             assert_eq!(report.network, NetworkIsolation::TcpOnly, "{}", f.label);

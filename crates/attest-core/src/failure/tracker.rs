@@ -7,7 +7,7 @@ use super::hint::hint_for_failure;
 use super::impact::data_impact;
 use super::sanitize_reason;
 use crate::redact::Redactor;
-use crate::{PreparedCall, ToolOutput};
+use crate::tool::{PreparedCall, ToolOutput};
 use attest_protocol::{DataSource, ErrorType, TaskType, ToolFailure};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -299,6 +299,33 @@ mod tests {
     use chrono::TimeZone;
     use serde_json::json;
 
+    /// A tool shaped like the built-in `shell` (name, schema, effect).
+    struct ShellLike(attest_protocol::ToolSpec);
+
+    impl ShellLike {
+        fn new() -> Self {
+            ShellLike(attest_protocol::ToolSpec::new(
+                "shell",
+                "runs nothing",
+                attest_protocol::EffectClass::Mutate,
+                json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+            ))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl crate::tool::Tool for ShellLike {
+        fn spec(&self) -> &attest_protocol::ToolSpec {
+            &self.0
+        }
+        fn default_permission(&self) -> attest_protocol::Permission {
+            attest_protocol::Permission::Ask
+        }
+        async fn execute(&self, _: serde_json::Value, _: &crate::tool::ToolContext) -> ToolOutput {
+            ToolOutput::error("not run in this test")
+        }
+    }
+
     fn tracker(task: TaskType) -> FailureTracker {
         FailureTracker::new(
             FingerprintKey::from_bytes([3; 32]),
@@ -453,7 +480,8 @@ mod tests {
     #[test]
     fn outcomes_of_executed_calls() {
         let tr = tracker(TaskType::General);
-        let reg = crate::ToolRegistry::new(crate::builtin_tools()).unwrap();
+        let reg =
+            crate::tool::ToolRegistry::new(vec![std::sync::Arc::new(ShellLike::new())]).unwrap();
         let call = reg.prepare("shell", r#"{"command": "make"}"#).unwrap();
         let failed = ToolOutput::error("make: *** no rule").with_error_type(ErrorType::NonZeroExit);
         let rec = tr.record_outcome(&call, &failed, t0()).unwrap();

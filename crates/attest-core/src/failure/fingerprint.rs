@@ -4,7 +4,7 @@
 //! letting anyone test guesses of the arguments against it.
 
 use crate::redact::Redactor;
-use crate::registry::write_canonical;
+use crate::tool::write_canonical;
 use attest_protocol::ErrorType;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;

@@ -17,8 +17,7 @@
 use crate::failure::{BudgetCheck, FailureTracker};
 use crate::policy::{PermissionPolicy, PolicyDecision};
 use crate::redact::Redactor;
-use crate::registry::PreparedCall;
-use crate::{ToolContext, ToolOutput, ToolRegistry};
+use crate::tool::{PreparedCall, ToolContext, ToolOutput, ToolRegistry};
 use async_trait::async_trait;
 use attest_protocol::{Permission, Receipt};
 use chrono::{DateTime, Utc};
@@ -413,6 +412,3 @@ impl Middleware for RetryBudget {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,14 +1,23 @@
-use super::*;
-use crate::failure::{FailureInput, FingerprintKey, RetryPolicy};
-use crate::{builtin_tools, PermissionsConfig, Workspace};
+//! The middleware chain in front of the real built-in tools.
+
+use async_trait::async_trait;
+use attest_core::failure::{FailureInput, FailureTracker, FingerprintKey, RetryPolicy};
+use attest_core::policy::{PermissionPolicy, PermissionsConfig};
+use attest_core::tool::middleware::*;
+use attest_core::tool::{ToolContext, ToolOutput, ToolRegistry, Workspace};
+use attest_core::Redactor;
+use attest_protocol::Permission;
 use attest_protocol::{ErrorType, ReceiptStatus, TaskType};
+use attest_tools::builtin_tools;
+use chrono::Utc;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
 fn registry() -> ToolRegistry {
-    ToolRegistry::new(builtin_tools()).unwrap()
+    ToolRegistry::new(builtin_tools(None)).unwrap()
 }
 
 fn policy(config: serde_json::Value) -> Arc<PermissionPolicy> {

@@ -2,15 +2,17 @@
 //! on demand. Only the catalog (names and descriptions) is in the prompt
 //! (SPEC D3); the body comes in through this tool, with a receipt.
 //!
-//! The file-level rules live here and are shared with the catalog in
-//! `attest-core` (which adds the YAML check of the front matter): where skills
+//! The file-level rules live here and are shared with the catalog
+//! ([`super::skills`], which adds the YAML check of the front matter): where skills
 //! are, which names are valid, how the front matter is split off, and how a
 //! skill file is read. One implementation, so the catalog and the tool agree
 //! on what a skill is.
 
-use super::{parse_args, spec, OUTPUT_LIMIT};
 use crate::text::{sha256_hex, truncate_str};
-use crate::{Tool, ToolContext, ToolOutput, Workspace, WorkspaceError};
+use crate::tool::{
+    decode_args as parse_args, Tool, ToolContext, ToolOutput, Workspace, WorkspaceError,
+    OUTPUT_LIMIT,
+};
 use async_trait::async_trait;
 use attest_protocol::{EffectClass, ErrorType, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
@@ -302,7 +304,7 @@ struct Args {
 impl SkillTool {
     pub(crate) fn new() -> Self {
         SkillTool {
-            spec: spec(
+            spec: ToolSpec::new(
                 "skill",
                 "Load the full instructions of a workspace skill from the skills catalog, by \
                  name. Load a skill that clearly matches the task before relying on its domain \
@@ -395,7 +397,12 @@ impl Tool for SkillTool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtin::test_support::context;
+
+    fn context() -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        (dir, ToolContext::new(workspace))
+    }
     use serde_json::json;
     use std::os::unix::fs::symlink;
 

@@ -1,15 +1,16 @@
-//! Small text and hashing helpers shared by the tools and the registry.
+//! Small text and hashing helpers shared by the registry, the failure
+//! records and tool implementations.
 
 use sha2::{Digest, Sha256};
 
 /// Hex sha256 of some bytes.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
 /// The longest prefix of `s` that is at most `max` bytes and ends on a char
 /// boundary, and whether anything was cut.
-pub(crate) fn truncate_str(s: &str, max: usize) -> (&str, bool) {
+pub fn truncate_str(s: &str, max: usize) -> (&str, bool) {
     if s.len() <= max {
         return (s, false);
     }
@@ -21,7 +22,7 @@ pub(crate) fn truncate_str(s: &str, max: usize) -> (&str, bool) {
 }
 
 /// `s` cut to at most `max` bytes of content, with a note saying so when cut.
-pub(crate) fn truncate_with_note(s: &str, max: usize) -> String {
+pub fn truncate_with_note(s: &str, max: usize) -> String {
     match truncate_str(s, max) {
         (head, false) => head.to_string(),
         (head, true) => format!(
@@ -33,7 +34,7 @@ pub(crate) fn truncate_with_note(s: &str, max: usize) -> String {
 }
 
 /// Lossy UTF-8 of captured process output, trimmed and truncated with a note.
-pub(crate) fn captured_text(bytes: &[u8], total: u64, max: usize) -> String {
+pub fn captured_text(bytes: &[u8], total: u64, max: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
     let trimmed = text.trim();
     let (head, cut) = truncate_str(trimmed, max);
