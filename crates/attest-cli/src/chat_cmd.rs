@@ -5,15 +5,14 @@
 
 use crate::inspect::timeline;
 use crate::output::Output;
-use crate::run_cmd::{earlier_turns, exit_code, remember};
+use crate::run_cmd::exit_code;
 use crate::setup::{prepare_with, EngineArgs};
-use crate::store_log::{open_store, StoreLog};
 use anyhow::Result;
 use async_trait::async_trait;
-use attest_core::{new_id, redact_secrets, ApprovalDecision, ApprovalRequest, Approver};
-use attest_protocol::{Event, LOOP_VERSION};
-use attest_providers::TextSink;
-use attest_store::{NewRun, Store};
+use attest::RunRequest;
+use attest_core::provider::TextSink;
+use attest_core::{new_id, ApprovalDecision, ApprovalRequest, Approver};
+use attest_protocol::Event;
 use clap::Args;
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -179,14 +178,14 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
         always: Mutex::new(BTreeSet::new()),
         decided: Mutex::new(Vec::new()),
     });
-    let mut prepared = prepare_with(&args.engine, Some(approver.clone() as Arc<dyn Approver>))?;
+    let prepared = prepare_with(&args.engine, Some(approver.clone() as Arc<dyn Approver>))?;
     let session = args.session.clone().unwrap_or_else(new_id);
-    prepared.cfg.session_id = session.clone();
-    let mut store = open_store(prepared.workspace.root())?;
+    let store = prepared.engine.store().clone();
     eprintln!(
         "attest chat — session {session} ({}). /exit to leave, /trace for the last turn, /approvals for decisions.",
-        prepared.provider_label
+        prepared.provider_label()
     );
+    let stream_progress = prepared.engine.streams_progress();
     let mut last_run: Option<String> = None;
     let mut compact_next = false;
     let streamed = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -226,6 +225,7 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
             "/trace" => {
                 match &last_run {
                     Some(id) => {
+                        let store = store.lock();
                         let run = store.run(id)?;
                         print!("{}", timeline(&run, &store.entries(id)?));
                     }
@@ -235,37 +235,26 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
             }
             _ => {}
         }
-        // Memory is retrieved for each turn's own prompt.
-        prepared.cfg.context_layers.retain(|l| l.name != "memory");
-        let memory_decisions = prepared.add_memory_layer(&mut store, input);
-        let mut cfg = prepared.cfg.clone();
-        cfg.force_compaction = std::mem::take(&mut compact_next);
         streamed.store(false, std::sync::atomic::Ordering::Relaxed);
+        let run_id = new_id();
+        let mut request = RunRequest {
+            session: Some(session.clone()),
+            run_id: Some(run_id.clone()),
+            force_compaction: std::mem::take(&mut compact_next),
+            ..RunRequest::new(input)
+        };
         // With token deltas on (the local model's default) the raw response
         // streams to stderr and the answer is printed once judged;
         // otherwise answer text streams to stdout.
-        if !cfg.stream_progress {
+        if !stream_progress {
             let flag = Arc::clone(&streamed);
-            cfg.text_sink = Some(TextSink(Arc::new(move |delta: &str| {
+            request.text_sink = Some(TextSink(Arc::new(move |delta: &str| {
                 flag.store(true, std::sync::atomic::Ordering::Relaxed);
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(delta.as_bytes());
                 let _ = out.flush();
             })));
         }
-        cfg.run_id = new_id();
-        cfg.trace_id = new_id();
-        cfg.prior_history = earlier_turns(&prepared, &mut store, &session, None).await?;
-        store.ensure_session(&session)?;
-        store.begin_run(&NewRun {
-            id: cfg.run_id.clone(),
-            session_id: session.clone(),
-            trace_id: cfg.trace_id.clone(),
-            prompt: redact_secrets(input, &cfg.secrets),
-            settings: serde_json::to_value(&prepared.settings)?,
-            loop_version: LOOP_VERSION.to_string(),
-            prompt_version: prepared.engine.prompt_version(),
-        })?;
         // Ctrl-C during a turn cancels the turn, not the chat.
         let cancel = CancellationToken::new();
         let on_ctrl_c = cancel.clone();
@@ -274,15 +263,11 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
                 on_ctrl_c.cancel();
             }
         });
-        let mut output = Output::chat(&prepared.provider_label);
+        let mut output = Output::chat(prepared.provider_label());
         let mut observer = |e: &Event| output.on_event(e);
-        let mut log = StoreLog {
-            store: &mut store,
-            run_id: cfg.run_id.clone(),
-        };
         let result = prepared
             .engine
-            .run(input, &cfg, &mut log, &mut observer, cancel)
+            .run_observed(request, &mut observer, cancel)
             .await;
         watcher.abort();
         if let Ok(outcome) = &result {
@@ -298,10 +283,11 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
                 state => println!("[{state}: {}] {}", outcome.reason, outcome.basis),
             }
         }
-        remember(&prepared, &mut store, &result, memory_decisions);
         // Errors are reported; the chat goes on.
-        let _ = exit_code(result);
-        last_run = Some(cfg.run_id.clone());
+        if let Err(e) = exit_code(result) {
+            eprintln!("attest: {e:#}");
+        }
+        last_run = Some(run_id);
     }
     Ok(0)
 }

@@ -1,8 +1,8 @@
 //! `attest sessions`, `attest runs` and `attest trace`: reading the store.
 
 use crate::render::one_line;
-use crate::store_log::open_store;
 use anyhow::Result;
+use attest::open_store;
 use attest_protocol::{EventBody, LogEntry, TraceRecord, TranscriptItem};
 use attest_store::{RunRecord, Store};
 use clap::Args;

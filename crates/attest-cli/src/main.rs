@@ -1,16 +1,14 @@
 //! The `attest` binary: the only crate that knows about terminals, flags,
-//! config files, environment variables and JSONL output.
+//! environment variables, exit codes and JSONL output. The engine is the
+//! `attest` crate's, assembled by its builder.
 
 mod chat_cmd;
-mod config;
 mod inspect;
 mod memory_cmd;
-mod memory_run;
 mod output;
 mod render;
 mod run_cmd;
 mod setup;
-mod store_log;
 mod workspace_cmd;
 
 use clap::{Parser, Subcommand};

@@ -2,10 +2,10 @@
 //! user's view of and say over durable memory (SPEC G1–G4, J1).
 
 use crate::inspect::WorkspaceArg;
-use crate::memory_run::{refresh_projection, Projection};
 use crate::render::one_line;
-use crate::store_log::open_store;
 use anyhow::{bail, Context, Result};
+use attest::memory::{refresh_projection, Projection};
+use attest::open_store;
 use attest_core::context::skills::SkillCatalog;
 use attest_core::memory::{
     detect_edits, legacy_item, parse_legacy, promote_by_user, provenance_label, user_item, verify,
@@ -111,8 +111,13 @@ fn summary_line(item: &MemoryItem) -> String {
 
 /// Keeps `MEMORY.md` in step after a change; its notes go to stderr.
 fn project(store: &mut SqliteStore, ws: &WorkspaceArg) {
-    if let Err(e) = refresh_projection(store, &ws.workspace) {
-        eprintln!("attest: {PROJECTION_FILE} not updated: {e:#}");
+    match refresh_projection(store, &ws.workspace) {
+        Ok(outcome) => {
+            if let Some(message) = outcome.message() {
+                eprintln!("attest: {message}");
+            }
+        }
+        Err(e) => eprintln!("attest: {PROJECTION_FILE} not updated: {e:#}"),
     }
 }
 
@@ -379,6 +384,9 @@ fn sync(yes: bool, ws: &WorkspaceArg) -> Result<()> {
         }
     }
     let outcome = refresh_projection(&mut store, &ws.workspace)?;
+    if let Some(message) = outcome.message() {
+        eprintln!("attest: {message}");
+    }
     if ws.json {
         return print_json(&serde_json::json!({
             "added": added,

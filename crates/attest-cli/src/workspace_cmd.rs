@@ -212,7 +212,7 @@ fn doctor_report(root: &Path) -> Result<bool> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::ConfigFile;
+    use attest::config::ConfigFile;
     use attest_core::context::bootstrap::{current_default, defaults_for};
 
     /// `#key = value` and `#[table]` lines are settings; `# text` is prose.

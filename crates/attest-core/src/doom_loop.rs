@@ -3,7 +3,7 @@
 //! third identical failure, and the run ends if it carries on.
 //!
 //! "Identical" means the same failure fingerprint (see
-//! [`FailureTracker`](crate::FailureTracker)). The guard is a pure state
+//! [`FailureTracker`](crate::failure::FailureTracker)). The guard is a pure state
 //! machine: the engine feeds it every tool outcome in order and acts on the
 //! signal.
 

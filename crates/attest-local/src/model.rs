@@ -6,7 +6,7 @@
 //!
 //! Two paths share the weights and the cache: several tokens at once (a
 //! prompt) run as candle tensor ops, whose batched quantized matmuls are
-//! fast; one token (generation) runs in [`crate::decode`] as plain loops over
+//! fast; one token (generation) runs in `decode` as plain loops over
 //! the stored blocks, where candle's per-op overhead and repacked weights
 //! would cost a third of the speed.
 //!

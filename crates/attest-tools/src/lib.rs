@@ -4,7 +4,7 @@
 //!
 //! Invariants:
 //! - Tools only implement [`Tool`]; they run through the engine's
-//!   [`ToolRegistry`] after its middleware chain, never on their own.
+//!   [`ToolRegistry`](attest_core::tool::ToolRegistry) after its middleware chain, never on their own.
 //! - Built-in file tools are confined to the workspace root: absolute paths
 //!   outside it, `..` and symlink escapes are refused.
 //! - A tool that starts a process scrubs the harness's secrets from its

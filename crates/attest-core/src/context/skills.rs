@@ -1,8 +1,7 @@
 //! The skills catalog (SPEC D3): `skills/<name>/SKILL.md`, with YAML front
 //! matter naming and describing the skill. Only names and descriptions go
 //! into the prompt; a body is loaded on demand by the `skill` tool
-//! ([`attest_tools::skill_tool`]), which shares the file rules used here
-//! ([`attest_tools::skills`]).
+//! ([`super::skill_tool`]), whose file rules this catalog shares.
 
 use super::skill_tool::{self as files, SkillEntry, SkillFile, SkillFileError};
 use super::workspace_files::{open_workspace, ContextError};

@@ -47,7 +47,7 @@ pub struct MemoryLayer {
 pub const MEMORY_HEADING: &str = "# Memory\n\nRemembered from earlier runs, each line with its source and date. Memory is not evidence: a loaded skill, a file read in this run and a tool result all outrank it. Where a line names an authoritative source, read that source before relying on the line; if you cannot, say that you are not sure.\n";
 
 /// How well an item matches the prompt (`prompt_terms` is
-/// [`terms`](super::words::terms) of it), 0..=1: the share of the item's
+/// `terms` of it), 0..=1: the share of the item's
 /// subject words and values the prompt names. Preferences and facts about
 /// the user apply to every task.
 pub fn relevance(item: &MemoryItem, prompt_terms: &BTreeSet<String>) -> f64 {

@@ -2,7 +2,7 @@ use attest_protocol::{ProtocolErrorKind, ToolSpec, TranscriptItem, Usage};
 use std::time::Duration;
 
 /// Everything needed for one model call. `history` must already be normalized
-/// by [`crate::pairing::normalize`].
+/// by [`crate::provider::pairing::normalize`].
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
     pub system: String,

@@ -4,7 +4,7 @@
 //! rules live in `attest_core::memory`; this is the store and file side.
 //! Memory never stops a run: its failures are reported and skipped.
 
-use anyhow::{Context, Result};
+use crate::error::Error;
 use attest_core::context::skills::{SkillCatalog, SkillMeta};
 use attest_core::memory::{
     consolidate, detect_edits, memory_layer, render_projection, verify, DecisionRecord,
@@ -14,7 +14,7 @@ use attest_core::tool::Workspace;
 use attest_core::Redactor;
 use attest_core::{ContextLayer, RunOutcome};
 use attest_protocol::{LogEntry, MemoryStatus};
-use attest_store::{SqliteStore, Store};
+use attest_store::Store;
 use chrono::Utc;
 use std::path::Path;
 
@@ -29,7 +29,7 @@ fn skills(root: &Path) -> Vec<SkillMeta> {
 
 /// Re-checks active and stale items against their sources, writing status
 /// changes back. Returns the decisions for the changed items.
-pub fn reverify(store: &mut SqliteStore, root: &Path) -> Result<Vec<DecisionRecord>> {
+pub fn reverify(store: &mut dyn Store, root: &Path) -> Result<Vec<DecisionRecord>, Error> {
     let skills = skills(root);
     let mut decisions = Vec::new();
     for item in store.memory_items(&[MemoryStatus::Active, MemoryStatus::Stale])? {
@@ -46,10 +46,10 @@ pub fn reverify(store: &mut SqliteStore, root: &Path) -> Result<Vec<DecisionReco
 /// The memory layer for a run about `prompt`, and the decisions made
 /// building it (to be traced once the run's log exists).
 pub fn layer_for(
-    store: &mut SqliteStore,
+    store: &mut dyn Store,
     root: &Path,
     prompt: &str,
-) -> Result<(Option<ContextLayer>, Vec<DecisionRecord>)> {
+) -> Result<(Option<ContextLayer>, Vec<DecisionRecord>), Error> {
     // A file that changed since the last run is stale before it can be
     // injected, whether or not anyone ran `attest memory verify`.
     let mut decisions = reverify(store, root)?;
@@ -73,12 +73,12 @@ pub fn layer_for(
 /// Consolidates a finished run into memory, traces every decision (those
 /// made before the run first) and refreshes `MEMORY.md`.
 pub fn after_run(
-    store: &mut SqliteStore,
+    store: &mut dyn Store,
     root: &Path,
     outcome: &RunOutcome,
     secrets: &[String],
     earlier: Vec<DecisionRecord>,
-) -> Result<()> {
+) -> Result<Option<Projection>, Error> {
     let items = store.items(&outcome.run_id)?;
     let existing = store.memory_items(&[])?;
     let redactor = Redactor::new().with_secrets(secrets.iter().cloned());
@@ -105,10 +105,10 @@ pub fn after_run(
             },
         )?;
     }
-    if !result.upserts.is_empty() {
-        refresh_projection(store, root)?;
+    if result.upserts.is_empty() {
+        return Ok(None);
     }
-    Ok(())
+    Ok(Some(refresh_projection(store, root)?))
 }
 
 /// What happened to `MEMORY.md`.
@@ -124,31 +124,43 @@ pub enum Projection {
     Foreign,
 }
 
+impl Projection {
+    /// What a person should be told, when anything.
+    pub fn message(&self) -> Option<String> {
+        match self {
+            Projection::Foreign => Some(format!("{PROJECTION_FILE} was not written by attest; left as is (import it with `attest memory import {PROJECTION_FILE}`)")),
+            Projection::PendingEdits(n) => Some(format!("{PROJECTION_FILE} has {n} hand edit(s); review and import them with `attest memory sync`")),
+            _ => None,
+        }
+    }
+}
+
 /// Regenerates `MEMORY.md` from the active items, unless that would lose
 /// a hand edit or overwrite a file that is not attest's.
-pub fn refresh_projection(store: &mut SqliteStore, root: &Path) -> Result<Projection> {
-    let ws = Workspace::new(root)?;
+pub fn refresh_projection(store: &mut dyn Store, root: &Path) -> Result<Projection, Error> {
+    let io = |what: &str, e: &dyn std::fmt::Display| {
+        Error::Memory(format!("cannot {what} {PROJECTION_FILE}: {e}"))
+    };
+    let ws = Workspace::new(root).map_err(|e| io("write", &e))?;
     let path = ws
         .resolve_for_write(PROJECTION_FILE)
-        .with_context(|| format!("cannot write {PROJECTION_FILE}"))?;
+        .map_err(|e| io("write", &e))?;
     let current = match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("cannot read {PROJECTION_FILE}")),
+        Err(e) => return Err(io("read", &e)),
     };
     let last = store.memory_projection()?;
     let active = store.memory_items(&[MemoryStatus::Active])?;
     let text = render_projection(&active);
     match (&current, &last) {
         (Some(cur), _) if !cur.starts_with(PROJECTION_HEADER) => {
-            eprintln!("attest: {PROJECTION_FILE} was not written by attest; left as is (import it with `attest memory import {PROJECTION_FILE}`)");
             return Ok(Projection::Foreign);
         }
         (Some(cur), Some(last)) => {
             let edits = detect_edits(cur, last);
             if !edits.is_empty() {
                 let n = edits.added.len() + edits.removed.len();
-                eprintln!("attest: {PROJECTION_FILE} has {n} hand edit(s); review and import them with `attest memory sync`");
                 return Ok(Projection::PendingEdits(n));
             }
         }
@@ -158,7 +170,7 @@ pub fn refresh_projection(store: &mut SqliteStore, root: &Path) -> Result<Projec
     if current.as_deref() == Some(text.as_str()) && last.as_deref() == Some(text.as_str()) {
         return Ok(Projection::Unchanged);
     }
-    std::fs::write(&path, &text).with_context(|| format!("cannot write {PROJECTION_FILE}"))?;
+    std::fs::write(&path, &text).map_err(|e| io("write", &e))?;
     store.set_memory_projection(&text)?;
     Ok(Projection::Written)
 }

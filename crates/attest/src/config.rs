@@ -1,7 +1,7 @@
-//! `attest.toml`: file schema and lookup. Precedence everywhere: command-line
-//! flag, then environment variable, then config file, then built-in default.
+//! `attest.toml`: the file schema and where it is looked up. The CLI and the
+//! server read the same file; a front end applies its own flags on top
+//! (precedence everywhere: flag, then environment, then file, then default).
 
-use anyhow::{bail, Context, Result};
 use attest_core::policy::PermissionsConfig;
 use attest_protocol::TaskType;
 use attest_tools::{CommandToolConfig, SandboxMode};
@@ -69,7 +69,7 @@ pub struct ProviderSection {
     pub temperature: Option<f32>,
     pub request_timeout_secs: Option<u64>,
     /// `native`, `text` or `auto` (text when `tool_calling = false`).
-    pub protocol: Option<crate::setup::ProtocolMode>,
+    pub protocol: Option<crate::provider::ProtocolMode>,
     /// Whether the model supports native tool calling.
     pub tool_calling: Option<bool>,
     /// `local`: the GGUF file to run.
@@ -115,52 +115,83 @@ pub struct RetrySection {
     pub max_backoff_ms: Option<u64>,
 }
 
+/// A config file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0} does not exist")]
+    Missing(PathBuf),
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    /// A value that parsed but means nothing (an unknown provider name, …).
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Where the config came from, for messages.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct LoadedConfig {
     pub file: ConfigFile,
     pub path: Option<PathBuf>,
 }
 
-/// Load `explicit`, else `<workspace>/attest.toml`, else the user config
-/// (`$XDG_CONFIG_HOME/attest/config.toml` or `~/.config/attest/config.toml`).
-/// An explicit file that does not exist is an error; the others are optional.
-pub fn load(explicit: Option<&Path>, workspace: &Path) -> Result<LoadedConfig> {
+impl LoadedConfig {
+    /// ` (config PATH)`, or nothing without a file: for error messages.
+    pub fn note(&self) -> String {
+        self.path
+            .as_ref()
+            .map(|p| format!(" (config {})", p.display()))
+            .unwrap_or_default()
+    }
+}
+
+/// Load `explicit`, else `<workspace>/attest.toml`, else `user_config` (the
+/// front end knows where the user's config directory is). An explicit file
+/// that does not exist is an error; the others are optional.
+pub fn load(
+    explicit: Option<&Path>,
+    workspace: &Path,
+    user_config: Option<&Path>,
+) -> Result<LoadedConfig, ConfigError> {
     if let Some(path) = explicit {
         if !path.is_file() {
-            bail!("config file {} does not exist", path.display());
+            return Err(ConfigError::Missing(path.to_path_buf()));
         }
         return read(path);
     }
-    let candidates = [Some(workspace.join("attest.toml")), user_config_path()];
+    let candidates = [
+        Some(workspace.join("attest.toml")),
+        user_config.map(Path::to_path_buf),
+    ];
     for path in candidates.into_iter().flatten() {
         if path.is_file() {
             return read(&path);
         }
     }
-    Ok(LoadedConfig {
-        file: ConfigFile::default(),
-        path: None,
-    })
+    Ok(LoadedConfig::default())
 }
 
-fn read(path: &Path) -> Result<LoadedConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config file {}", path.display()))?;
-    let file: ConfigFile =
-        toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))?;
+/// Read and parse one config file.
+pub fn read(path: &Path) -> Result<LoadedConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file: ConfigFile = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(LoadedConfig {
         file,
         path: Some(path.to_path_buf()),
     })
-}
-
-fn user_config_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("attest").join("config.toml"))
 }
 
 #[cfg(test)]

@@ -1,0 +1,644 @@
+//! [`EngineBuilder`]: everything an engine is made of, with a default for
+//! each part, assembled in one place for the CLI, the server and embedders.
+
+use crate::config::ConfigFile;
+use crate::engine::{Engine, Inner};
+use crate::error::Error;
+use crate::provider::{build_provider, no_env, EnvLookup, ProviderSpec};
+use crate::settings::{ApprovalMode, RunSettings};
+use crate::store_log::SharedStore;
+use attest_core::context::skill_tool::skill_tool;
+use attest_core::context::skills::SkillCatalog;
+use attest_core::context::workspace_files::{FileLimits, WorkspaceFiles};
+use attest_core::failure::{FailureTracker, FingerprintKey, RetryPolicy as ToolRetryPolicy};
+use attest_core::policy::{PermissionPolicy, PermissionsConfig};
+use attest_core::provider::ModelProvider;
+use attest_core::tool::middleware::standard_chain;
+use attest_core::tool::{Tool, ToolContext, ToolRegistry, Workspace};
+use attest_core::{
+    Approver, ContextLayer, DoomLoopLimits, ReasoningPolicy, RetryPolicy, RunConfig, StaticApprover,
+};
+use attest_protocol::{CompletionContract, ContractKind};
+use attest_store::SqliteStore;
+use attest_tools::{builtin_tools, CommandTool, Sandbox, SandboxMode, SandboxOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Receives one-line notices meant for a person (a skipped workspace file,
+/// a missing sandbox, a memory problem). The CLI prints them on stderr.
+pub type Notices = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Where the model comes from.
+enum ProviderChoice {
+    /// Built from a spec and the config (the embedded model by default).
+    Spec(ProviderSpec),
+    /// The embedder's own.
+    Custom(Arc<dyn ModelProvider>),
+}
+
+/// Where runs are stored.
+enum StoreChoice {
+    /// An in-memory store: nothing touches the disk (the default for
+    /// embedders).
+    Memory,
+    /// A SQLite file, created when missing.
+    Path(PathBuf),
+    /// A store the caller opened (the server's, shared by its workers).
+    Shared(SharedStore),
+}
+
+/// Where the failure-fingerprint key comes from (SPEC F9).
+enum KeyChoice {
+    /// A fresh random key for this engine.
+    Generated,
+    /// A key file, created when missing (the CLI keeps one per user).
+    Path(PathBuf),
+}
+
+/// Run limits and switches an explicit setter gave; `None` falls back to
+/// the config file, then the built-in default.
+#[derive(Default)]
+struct RunDefaults {
+    contract: Option<ContractKind>,
+    required_tools: Vec<String>,
+    max_steps: Option<u32>,
+    max_corrections: Option<u32>,
+    stream: Option<bool>,
+    stream_progress: Option<bool>,
+    timeout: Option<Option<Duration>>,
+}
+
+/// Builds an [`Engine`]. Every part has a default: the embedded model (or a
+/// provider from `[provider]` in the config), the built-in tools in the
+/// current directory, the default permission policy, the workspace-write
+/// sandbox without network, an in-memory store, an approver that denies.
+pub struct EngineBuilder {
+    provider: ProviderChoice,
+    config: ConfigFile,
+    config_note: String,
+    workspace: PathBuf,
+    builtin_tools: bool,
+    tools: Vec<Arc<dyn Tool>>,
+    profile: Option<String>,
+    permissions: Option<PermissionsConfig>,
+    sandbox: Option<SandboxMode>,
+    network: Option<bool>,
+    store: StoreChoice,
+    approver: Option<Arc<dyn Approver>>,
+    approval: Option<ApprovalMode>,
+    env: EnvLookup,
+    key: KeyChoice,
+    memory: bool,
+    workspace_context: bool,
+    notices: Notices,
+    run: RunDefaults,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            provider: ProviderChoice::Spec(ProviderSpec::default()),
+            config: ConfigFile::default(),
+            config_note: String::new(),
+            workspace: PathBuf::from("."),
+            builtin_tools: true,
+            tools: Vec::new(),
+            profile: None,
+            permissions: None,
+            sandbox: None,
+            network: None,
+            store: StoreChoice::Memory,
+            approver: None,
+            approval: None,
+            env: no_env(),
+            key: KeyChoice::Generated,
+            memory: false,
+            workspace_context: true,
+            notices: Arc::new(|_| {}),
+            run: RunDefaults::default(),
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// Use this provider (a scripted one, an embedder's own) instead of
+    /// building one from a spec.
+    pub fn provider(mut self, provider: impl ModelProvider + 'static) -> Self {
+        self.provider = ProviderChoice::Custom(Arc::new(provider));
+        self
+    }
+
+    /// As [`EngineBuilder::provider`], for a provider already shared.
+    pub fn provider_arc(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.provider = ProviderChoice::Custom(provider);
+        self
+    }
+
+    /// Build the provider from `spec` (fields it leaves open come from the
+    /// environment lookup, then `[provider]`, then the defaults).
+    pub fn provider_spec(mut self, spec: ProviderSpec) -> Self {
+        self.provider = ProviderChoice::Spec(spec);
+        self
+    }
+
+    /// Settings from an `attest.toml`: run defaults, provider, permissions,
+    /// sandbox, command tools, profiles, safety. Explicit setters win over it.
+    /// `note` names the file in error messages (` (config PATH)`).
+    pub fn config(mut self, config: ConfigFile, note: impl Into<String>) -> Self {
+        self.config = config;
+        self.config_note = note.into();
+        self
+    }
+
+    /// The workspace root: file tools are confined to it (default `.`).
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = dir.into();
+        self
+    }
+
+    /// Offer the built-in workspace tools (default: yes).
+    pub fn builtin_tools(mut self, on: bool) -> Self {
+        self.builtin_tools = on;
+        self
+    }
+
+    /// Add a tool of the caller's.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Offer only the tools of `[profiles.NAME]` (SPEC D7).
+    pub fn profile(mut self, name: impl Into<String>) -> Self {
+        self.profile = Some(name.into());
+        self
+    }
+
+    /// The permission policy (default: `[permissions]` of the config, else
+    /// reads allowed, writes and commands ask).
+    pub fn permissions(mut self, permissions: PermissionsConfig) -> Self {
+        self.permissions = Some(permissions);
+        self
+    }
+
+    /// How `shell` commands are confined (default: `[sandbox] mode`, else
+    /// workspace-write).
+    pub fn sandbox(mut self, mode: SandboxMode) -> Self {
+        self.sandbox = Some(mode);
+        self
+    }
+
+    /// Let sandboxed commands reach the network (default: `[sandbox]
+    /// network`, else no).
+    pub fn sandbox_network(mut self, on: bool) -> Self {
+        self.network = Some(on);
+        self
+    }
+
+    /// Keep runs in this SQLite file (created when missing).
+    pub fn store_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.store = StoreChoice::Path(path.into());
+        self
+    }
+
+    /// Keep runs in a store the caller opened and shares.
+    pub fn store(mut self, store: SharedStore) -> Self {
+        self.store = StoreChoice::Shared(store);
+        self
+    }
+
+    /// Who decides calls whose permission is `ask` (default: the approval
+    /// mode's static answer, deny unless set).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// The non-interactive answer to `ask` (default deny); stored with each
+    /// run. A custom approver still decides when one is set.
+    pub fn approval_mode(mut self, mode: ApprovalMode) -> Self {
+        self.approval = Some(mode);
+        self
+    }
+
+    /// Where environment-style settings come from (API keys by variable
+    /// name, base-URL overrides, cache locations). Default: nowhere.
+    pub fn env(mut self, lookup: EnvLookup) -> Self {
+        self.env = lookup;
+        self
+    }
+
+    /// Keep the failure-fingerprint key in this file (default: a fresh key
+    /// per engine).
+    pub fn fingerprint_key_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.key = KeyChoice::Path(path.into());
+        self
+    }
+
+    /// Durable memory with provenance (SPEC G): the memory layer before each
+    /// run, consolidation and `MEMORY.md` after it (default: off).
+    pub fn memory(mut self, on: bool) -> Self {
+        self.memory = on;
+        self
+    }
+
+    /// Load `AGENTS.md`, `SOUL.md`, `USER.md` and the skills catalog from
+    /// the workspace into the system prompt (default: yes).
+    pub fn workspace_context(mut self, on: bool) -> Self {
+        self.workspace_context = on;
+        self
+    }
+
+    /// Where notices for a person go (default: nowhere).
+    pub fn notices(mut self, notices: Notices) -> Self {
+        self.notices = notices;
+        self
+    }
+
+    /// The completion contract runs get unless a request says otherwise
+    /// (default: `[run] expect`, else `answer`).
+    pub fn expect(mut self, kind: ContractKind) -> Self {
+        self.run.contract = Some(kind);
+        self
+    }
+
+    /// A tool every run must have a satisfying receipt of.
+    pub fn require_tool(mut self, name: impl Into<String>) -> Self {
+        self.run.required_tools.push(name.into());
+        self
+    }
+
+    /// Model calls before a run is `incomplete` (default 20).
+    pub fn max_steps(mut self, n: u32) -> Self {
+        self.run.max_steps = Some(n);
+        self
+    }
+
+    /// Corrective turns when required evidence is missing (default 1).
+    pub fn max_corrections(mut self, n: u32) -> Self {
+        self.run.max_corrections = Some(n);
+        self
+    }
+
+    /// Stream responses from the provider (default yes).
+    pub fn stream(mut self, on: bool) -> Self {
+        self.run.stream = Some(on);
+        self
+    }
+
+    /// Emit the response as it is generated (`progress` events with
+    /// `delta: true`, observer only; default no).
+    pub fn stream_progress(mut self, on: bool) -> Self {
+        self.run.stream_progress = Some(on);
+        self
+    }
+
+    /// Wall-clock limit of a run (default: `[run] timeout_secs`, else none).
+    pub fn timeout(mut self, limit: Option<Duration>) -> Self {
+        self.run.timeout = Some(limit);
+        self
+    }
+
+    /// Assemble the engine.
+    pub fn build(self) -> Result<Engine, Error> {
+        let file = &self.config;
+        let note = &self.config_note;
+        let workspace = Workspace::new(&self.workspace)
+            .map_err(|e| Error::config(format!("workspace {}: {e}", self.workspace.display())))?;
+        let (provider, label, secrets, hidden_env, provider_spec) = match &self.provider {
+            ProviderChoice::Spec(spec) => {
+                let built = build_provider(spec, file, workspace.root(), &self.env)
+                    .map_err(|e| with_note(e, note))?;
+                (
+                    built.provider,
+                    built.label,
+                    built.secrets,
+                    built.hidden_env,
+                    Some(built.resolved),
+                )
+            }
+            ProviderChoice::Custom(p) => (
+                Arc::clone(p),
+                format!("{} {}", p.name(), p.model()),
+                Vec::new(),
+                Vec::new(),
+                None,
+            ),
+        };
+
+        let (context_layers, with_skills) = if self.workspace_context {
+            self.context_layers(workspace.root())?
+        } else {
+            (Vec::new(), false)
+        };
+        let sandbox = self.shell_sandbox(&workspace)?;
+        let mut registry = self.registry(&workspace, with_skills, sandbox.clone())?;
+        if let Some(name) = self.profile.as_ref().or(file.run.profile.as_ref()) {
+            registry = apply_profile(registry, file, name)?;
+        }
+        let tracker = self.install_safety(&mut registry, sandbox.as_deref(), &secrets)?;
+
+        let contract = self.contract(&registry)?;
+        let mut cfg = RunConfig::new(contract);
+        self.apply_run_defaults(&mut cfg)?;
+        cfg.secrets = secrets;
+        cfg.context_layers = context_layers;
+
+        let approval = self.approval.unwrap_or(ApprovalMode::Deny);
+        let approver: Arc<dyn Approver> = match (&self.approver, approval) {
+            (Some(a), _) => Arc::clone(a),
+            (None, ApprovalMode::Deny) => Arc::new(StaticApprover::deny()),
+            (None, ApprovalMode::Allow) => Arc::new(StaticApprover {
+                approve: true,
+                decided_by: "flag".into(),
+            }),
+        };
+        let settings = RunSettings {
+            provider: provider_spec.unwrap_or_default(),
+            contract: cfg.contract.clone(),
+            max_steps: cfg.max_steps,
+            max_corrections: cfg.max_corrections,
+            stream: cfg.stream,
+            approval,
+            timeout_secs: cfg.timeout.map(|t| t.as_secs()),
+        };
+        let tool_ctx = ToolContext {
+            hidden_env,
+            ..ToolContext::new(workspace.clone())
+        };
+        let core = attest_core::Engine::new(provider, Arc::new(registry), tool_ctx, approver)
+            .with_failure_tracker(tracker);
+        let store = match self.store {
+            StoreChoice::Memory => SharedStore::new(SqliteStore::open_in_memory()?),
+            StoreChoice::Path(path) => SharedStore::new(open_at(&path)?),
+            StoreChoice::Shared(store) => store,
+        };
+        Ok(Engine::from_inner(Inner {
+            core,
+            template: cfg,
+            settings,
+            store,
+            workspace,
+            label,
+            memory: self.memory,
+            notices: self.notices,
+        }))
+    }
+
+    /// SPEC D1 layers after the base prompt, loaded once per engine.
+    fn context_layers(&self, root: &Path) -> Result<(Vec<ContextLayer>, bool), Error> {
+        let files = WorkspaceFiles::load(root, &FileLimits::default())
+            .map_err(|e| Error::config(e.to_string()))?;
+        for skipped in &files.skipped {
+            (self.notices)(&format!(
+                "workspace file {} skipped: {}",
+                skipped.name, skipped.reason
+            ));
+        }
+        let catalog = SkillCatalog::load(root);
+        for problem in &catalog.problems {
+            (self.notices)(&format!("skill ignored: {problem}"));
+        }
+        let mut layers: Vec<ContextLayer> = files
+            .layers
+            .iter()
+            .map(|l| ContextLayer {
+                name: l.name.clone(),
+                text: l.render(),
+                truncated: l.truncated,
+            })
+            .collect();
+        if !catalog.is_empty() {
+            layers.push(ContextLayer {
+                name: "skills_catalog".to_string(),
+                text: catalog.render(),
+                truncated: false,
+            });
+        }
+        Ok((layers, !catalog.is_empty()))
+    }
+
+    /// The sandbox `shell` runs commands in (SPEC F4); `None` when it is off.
+    fn shell_sandbox(&self, workspace: &Workspace) -> Result<Option<Arc<Sandbox>>, Error> {
+        let file = &self.config;
+        let mode = self
+            .sandbox
+            .or(file.sandbox.mode)
+            .unwrap_or(SandboxMode::WorkspaceWrite);
+        if mode == SandboxMode::Off {
+            return Ok(None);
+        }
+        let options = SandboxOptions {
+            mode,
+            allow_network: self.network.or(file.sandbox.network).unwrap_or(false),
+            writable_roots: Vec::new(),
+        };
+        let sandbox = Sandbox::new(options, workspace.root())
+            .map_err(|e| Error::config(format!("cannot set up the shell sandbox: {e}")))?;
+        Ok(Some(Arc::new(sandbox)))
+    }
+
+    fn registry(
+        &self,
+        workspace: &Workspace,
+        with_skills: bool,
+        sandbox: Option<Arc<Sandbox>>,
+    ) -> Result<ToolRegistry, Error> {
+        let mut tools: Vec<Arc<dyn Tool>> = if self.builtin_tools {
+            builtin_tools(sandbox)
+        } else {
+            Vec::new()
+        };
+        if with_skills {
+            tools.push(skill_tool());
+        }
+        for tool_cfg in &self.config.tools {
+            let tool = CommandTool::new(tool_cfg.clone(), workspace.root())
+                .map_err(|e| Error::config(format!("[[tools]] `{}`: {e}", tool_cfg.name)))?;
+            tools.push(Arc::new(tool));
+        }
+        tools.extend(self.tools.iter().cloned());
+        ToolRegistry::new(tools).map_err(|e| Error::config(e.to_string()))
+    }
+
+    /// The middleware chain (argument redaction, permission policy, retry
+    /// budget) and the failure tracker (SPEC F1–F3, F6, F9).
+    fn install_safety(
+        &self,
+        registry: &mut ToolRegistry,
+        sandbox: Option<&Sandbox>,
+        secrets: &[String],
+    ) -> Result<Arc<FailureTracker>, Error> {
+        let file = &self.config;
+        let permissions = self
+            .permissions
+            .clone()
+            .unwrap_or_else(|| file.permissions.clone());
+        let mut policy = PermissionPolicy::new(permissions)
+            .map_err(|e| Error::config(format!("invalid [permissions]: {e}")))?;
+        let unknown = policy.unknown_tools(&registry.names());
+        if !unknown.is_empty() {
+            return Err(Error::config(format!(
+                "[permissions] names unknown tool(s) {} (available: {})",
+                unknown.join(", "),
+                registry.names().join(", ")
+            )));
+        }
+        if let Some(report) = sandbox.map(|s| s.report()) {
+            if report.shell_requires_approval() {
+                // Said once, plainly (SPEC F4).
+                (self.notices)(&report.note);
+                policy = policy.require_approval_for(
+                    "shell",
+                    "no sandbox is available here, so every shell command needs approval",
+                );
+            }
+        }
+        let key = match &self.key {
+            KeyChoice::Generated => FingerprintKey::generate(),
+            KeyChoice::Path(path) => FingerprintKey::load_or_create(path),
+        }
+        .map_err(|e| Error::config(format!("fingerprint key: {e}")))?;
+        let redactor = attest_core::Redactor::new().with_secrets(secrets.iter().cloned());
+        let retry = ToolRetryPolicy {
+            retry_budget: file
+                .safety
+                .retry_budget
+                .unwrap_or(ToolRetryPolicy::default().retry_budget),
+            ..ToolRetryPolicy::default()
+        };
+        let tracker = Arc::new(FailureTracker::new(
+            key,
+            redactor.clone(),
+            retry,
+            file.safety.task_type.unwrap_or_default(),
+        ));
+        for middleware in standard_chain(Arc::new(redactor), Arc::new(policy), Arc::clone(&tracker))
+        {
+            registry.push_middleware(middleware);
+        }
+        Ok(tracker)
+    }
+
+    fn contract(&self, registry: &ToolRegistry) -> Result<CompletionContract, Error> {
+        let kind = match (self.run.contract, self.config.run.expect.as_deref()) {
+            (Some(k), _) => k,
+            (None, Some(s)) => s.parse().map_err(|e: String| {
+                Error::config(format!("{e} in [run] expect{}", self.config_note))
+            })?,
+            (None, None) => ContractKind::Answer,
+        };
+        let mut contract = CompletionContract::new(kind);
+        contract.required_tools = self.run.required_tools.clone();
+        for tool in &contract.required_tools {
+            if registry.get(tool).is_none() {
+                return Err(Error::config(format!(
+                    "--require-tool {tool}: no such tool (available: {})",
+                    registry.names().join(", ")
+                )));
+            }
+        }
+        Ok(contract)
+    }
+
+    fn apply_run_defaults(&self, cfg: &mut RunConfig) -> Result<(), Error> {
+        let file = &self.config;
+        cfg.max_steps = self.run.max_steps.or(file.run.max_steps).unwrap_or(20);
+        if cfg.max_steps == 0 {
+            return Err(Error::config("--max-steps must be at least 1"));
+        }
+        cfg.max_corrections = self
+            .run
+            .max_corrections
+            .or(file.run.max_corrections)
+            .unwrap_or(1);
+        cfg.stream = self.run.stream.or(file.run.stream).unwrap_or(true);
+        cfg.stream_progress = self.run.stream_progress.unwrap_or(false);
+        if let Some(t) = file.provider.max_tokens {
+            cfg.max_tokens = t;
+        }
+        cfg.temperature = file.provider.temperature;
+        cfg.timeout = match self.run.timeout {
+            Some(limit) => limit,
+            None => file.run.timeout_secs.map(Duration::from_secs),
+        };
+        cfg.retry = retry_policy(file);
+        if let Some(n) = file.run.defer_tools_after {
+            cfg.defer_tools_after = Some(n);
+        }
+        cfg.reasoning = match file.run.reasoning.as_deref() {
+            None | Some("strip") => ReasoningPolicy::Strip,
+            Some("keep") => ReasoningPolicy::Keep,
+            Some("budget") => ReasoningPolicy::Budget {
+                max_tokens: file.run.max_reasoning_tokens.unwrap_or(1024),
+            },
+            Some(other) => {
+                return Err(Error::config(format!(
+                    "[run] reasoning = \"{other}\": expected strip, keep or budget{}",
+                    self.config_note
+                )))
+            }
+        };
+        cfg.doom_loop = DoomLoopLimits {
+            threshold: file.safety.doom_loop_threshold.unwrap_or(3).max(1),
+            extra_repeats: file.safety.doom_loop_extra_repeats.unwrap_or(2),
+        };
+        Ok(())
+    }
+}
+
+fn with_note(e: Error, note: &str) -> Error {
+    match e {
+        Error::Config(msg) if !note.is_empty() => Error::Config(format!("{msg}{note}")),
+        other => other,
+    }
+}
+
+fn open_at(path: &Path) -> Result<SqliteStore, Error> {
+    Ok(SqliteStore::open(path)?)
+}
+
+fn retry_policy(file: &ConfigFile) -> RetryPolicy {
+    let defaults = RetryPolicy::default();
+    RetryPolicy {
+        max_retries: file.retry.max_retries.unwrap_or(defaults.max_retries),
+        initial_backoff: file
+            .retry
+            .initial_backoff_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.initial_backoff),
+        max_backoff: file
+            .retry
+            .max_backoff_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.max_backoff),
+    }
+}
+
+/// Keep only the profile's tools (SPEC D7).
+fn apply_profile(
+    registry: ToolRegistry,
+    file: &ConfigFile,
+    name: &str,
+) -> Result<ToolRegistry, Error> {
+    let profile = file.profiles.get(name).ok_or_else(|| {
+        Error::config(format!(
+            "no profile `{name}` in [profiles] (defined: {})",
+            file.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let names = registry.names();
+    if let Some(unknown) = profile.tools.iter().find(|t| !names.contains(t)) {
+        return Err(Error::config(format!(
+            "profile `{name}` names unknown tool `{unknown}` (available: {})",
+            names.join(", ")
+        )));
+    }
+    let kept: Vec<Arc<dyn Tool>> = names
+        .iter()
+        .filter(|n| profile.tools.contains(n))
+        .filter_map(|n| registry.get(n).cloned())
+        .collect();
+    ToolRegistry::new(kept).map_err(|e| Error::config(e.to_string()))
+}
