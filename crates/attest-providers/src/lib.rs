@@ -17,9 +17,11 @@
 //! - An incomplete stream (no `[DONE]` / `message_stop`) is an error, never an answer.
 
 pub mod anthropic;
+pub mod forgery;
 pub mod http;
 pub mod openai;
 pub mod pairing;
+pub mod relaxed_json;
 pub mod scripted;
 mod sse;
 pub mod text_protocol;

@@ -4,13 +4,12 @@
 use super::deltas::DeltaStream;
 use super::run::Run;
 use super::EngineError;
-use crate::forgery;
 use crate::state::{render_tail, TailBudget};
 use attest_protocol::{
     CacheResetPoint, CacheResetReason, ContextSource, EventBody, HarnessMessageKind,
     ProtocolErrorKind, TraceRecord, TranscriptItem,
 };
-use attest_providers::{pairing, ModelRequest, ModelResponse, TextSink};
+use attest_providers::{forgery, pairing, ModelRequest, ModelResponse, TextSink};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -299,11 +298,12 @@ impl Run<'_> {
             TranscriptItem::ToolResult { output, .. } => Some(output.as_str()),
             _ => None,
         });
-        forgery::detect_forged_observation(&response.text, real_outputs).map(|pattern| {
+        forgery::detect_forged_observation(&response.text, real_outputs).map(|forgery| {
             (
                 ProtocolErrorKind::ForgedObservation,
                 format!(
-                    "the response contains text imitating a tool result ({pattern}); nothing in it was executed or kept in history"
+                    "the response contains {} ({forgery}); nothing in it was executed or kept in history",
+                    forgery.describe()
                 ),
             )
         })

@@ -11,11 +11,13 @@
 //! [`ProtocolViolation`](crate::ProtocolViolation) with no text and no calls, so the engine keeps the
 //! raw output in the audit trace only and puts its placeholder in history.
 
+mod action;
 pub mod parser;
 pub mod render;
 
 use crate::{FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use async_trait::async_trait;
+use attest_protocol::TranscriptItem;
 use parser::ReactStep;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -96,7 +98,11 @@ impl TextProtocolProvider {
                 inner.tool_calls.len()
             ));
         }
-        match parser::parse(&inner.text, &request.tools) {
+        let real_outputs = request.history.iter().filter_map(|item| match item {
+            TranscriptItem::ToolResult { output, .. } => Some(output.as_str()),
+            _ => None,
+        });
+        match parser::parse_quoting(&inner.text, &request.tools, real_outputs) {
             Ok(ReactStep::Action {
                 thought,
                 tool,
