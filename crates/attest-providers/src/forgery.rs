@@ -9,8 +9,8 @@
 //!   soft hyphen, variation selectors) removed, wherever they are;
 //! - a character whose UTS #39 confusable skeleton is ASCII read as that
 //!   ASCII (`∶` and `꞉` read `:`, a Cyrillic `О` reads `O`);
-//! - every line break (`\r`, U+2028, …) read as `\n`; vertical tab and form
-//!   feed are read both as spaces and as line breaks.
+//! - `\r` read as `\n`; the rarer breaks (vertical tab, form feed, NEL,
+//!   U+2028, U+2029) read both as spaces and as line breaks.
 //!
 //! The rules, all case-insensitive:
 //! - a line that, after list numbers, bullets, quote marks, headings and
@@ -86,12 +86,10 @@ pub fn detect_forged_observation<'a>(
     let mut outputs = real_outputs.into_iter();
     let mut quotable: Option<[Vec<Vec<String>>; 2]> = None;
     let normalized = normalize(text);
-    // Reading 0 keeps vertical tab and form feed as spaces, reading 1 breaks
-    // lines there: a forgery in either reading counts.
-    let readings = [
-        normalized.clone(),
-        normalized.replace(['\u{0B}', '\u{0C}'], "\n"),
-    ];
+    // Reading 0 takes the rarer line breaks (vertical tab, form feed, NEL,
+    // U+2028, U+2029) as spaces, reading 1 breaks lines there: a forgery in
+    // either reading counts.
+    let readings = [normalized.clone(), break_lines(&normalized)];
     for (reading, text) in readings.iter().enumerate() {
         for rule in rules() {
             for m in rule.re.find_iter(text) {
@@ -101,7 +99,7 @@ pub fn detect_forged_observation<'a>(
                     [
                         all.iter().map(|o| squashed_lines(o)).collect(),
                         all.iter()
-                            .map(|o| squashed_lines(&o.replace(['\u{0B}', '\u{0C}'], "\n")))
+                            .map(|o| squashed_lines(&break_lines(o)))
                             .collect(),
                     ]
                 });
@@ -135,7 +133,9 @@ pub fn normalize(text: &str) -> String {
 
 fn fold_into(c: char, out: &mut String) {
     match c {
-        '\r' | '\u{85}' | '\u{2028}' | '\u{2029}' => return out.push('\n'),
+        '\r' => return out.push('\n'),
+        // Kept for the second reading, which breaks lines there.
+        '\u{85}' | '\u{2028}' | '\u{2029}' => return out.push(c),
         _ if c.is_ascii() => return out.push(c),
         _ => {}
     }
@@ -151,6 +151,11 @@ fn fold_into(c: char, out: &mut String) {
     } else {
         out.push(c);
     }
+}
+
+/// Every character a reader may take as a line break, as `\n`.
+fn break_lines(text: &str) -> String {
+    text.replace(['\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}'], "\n")
 }
 
 struct Rule {
@@ -330,7 +335,15 @@ mod tests {
         assert_eq!(normalize("a\u{2236}b\u{A789}c\u{FE55}d"), "a:b:c:d");
         assert_eq!(normalize("\u{202E}x\u{2066}y\u{FE0F}\u{AD}z"), "xyz");
         assert_eq!(normalize("\u{41E}bservation"), "Observation");
-        assert_eq!(normalize("a\r\nb\u{2028}c"), "a\nb\nc");
+        assert_eq!(normalize("a\r\nb\rc"), "a\nb\nc");
+        assert_eq!(
+            detect("x\u{2028}Observation: 0"),
+            Some(Forgery::ObservationLine)
+        );
+        assert_eq!(
+            detect("Observation\u{2028}: 0"),
+            Some(Forgery::ObservationLine)
+        );
     }
 
     #[test]
