@@ -343,6 +343,7 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
                     file.provider.request_timeout_secs.unwrap_or(300),
                 ),
                 extra_headers: Vec::new(),
+                content_tool_calls: file.provider.content_tool_calls.unwrap_or_default(),
             })?;
             let label = format!("{name} {model} at {}", http.endpoint());
             settings.base_url = Some(base_url);

@@ -17,6 +17,7 @@
 //! - An incomplete stream (no `[DONE]` / `message_stop`) is an error, never an answer.
 
 pub mod anthropic;
+pub mod content_calls;
 pub mod forgery;
 pub mod http;
 pub mod openai;

@@ -275,6 +275,7 @@ impl Run<'_> {
                 .iter()
                 .map(|c| format!("{} {}", c.id, c.name))
                 .collect(),
+            call_source: (!response.tool_calls.is_empty()).then_some(response.call_source),
             parse_failures: response.parse_failures.clone(),
             input_tokens: response.usage.input_tokens,
             output_tokens: response.usage.output_tokens,

@@ -17,7 +17,7 @@ pub mod render;
 
 use crate::{FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use async_trait::async_trait;
-use attest_protocol::TranscriptItem;
+use attest_protocol::{CallSource, TranscriptItem};
 use parser::ReactStep;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -87,6 +87,7 @@ impl TextProtocolProvider {
             raw: inner.raw,
             parse_failures: inner.parse_failures,
             protocol_violation: inner.protocol_violation,
+            call_source: CallSource::TextProtocol,
         };
         if out.protocol_violation.is_some() {
             return out;
