@@ -141,6 +141,13 @@ impl ModelProvider for TextProtocolProvider {
         Some(render::TEXT_PROTOCOL_VERSION)
     }
 
+    fn call_syntax(&self, tool: &attest_protocol::ToolSpec) -> String {
+        format!(
+            "this line, with the values filled in: `{}`",
+            render::action_example(tool)
+        )
+    }
+
     fn model(&self) -> &str {
         self.inner.model()
     }
