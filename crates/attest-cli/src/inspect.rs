@@ -3,7 +3,7 @@
 use crate::render::one_line;
 use anyhow::Result;
 use attest::open_store;
-use attest_protocol::{EventBody, LogEntry, TraceRecord, TranscriptItem};
+use attest_protocol::{CallSource, EventBody, LogEntry, TraceRecord, TranscriptItem};
 use attest_store::{RunRecord, Store};
 use clap::Args;
 use std::fmt::Write as _;
@@ -210,6 +210,7 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
         TraceRecord::Response {
             raw_finish_reason,
             parsed_calls,
+            call_source,
             parse_failures,
             input_tokens,
             output_tokens,
@@ -221,6 +222,13 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
                 raw_finish_reason.as_deref().unwrap_or("(none)"),
                 parsed_calls.join(", ")
             );
+            if let Some(source) = call_source.filter(|s| *s != CallSource::Native) {
+                let _ = write!(
+                    l,
+                    " from {}",
+                    serde_json::json!(source).as_str().unwrap_or("")
+                );
+            }
             if !text.is_empty() {
                 let _ = write!(l, "\n    text: {}", one_line(text, 160));
             }

@@ -73,3 +73,120 @@ async fn forged_observation_is_dropped_and_the_honest_action_completes() {
         assert_eq!(r.done()["receipts"][0]["tool_name"], "grep");
     }
 }
+
+fn response_traces(ws: &TestWorkspace) -> Vec<serde_json::Value> {
+    ws.log_entries()
+        .into_iter()
+        .filter(|e| e["trace"]["record"] == "response")
+        .map(|e| e["trace"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_action_in_relaxed_json_runs_and_completes() {
+    for v in [VARIANTS[0], VARIANTS[3]] {
+        let ws = TestWorkspace::new();
+        let model = MockModel::start(
+            v,
+            vec![
+                Turn::text("Thought: I need the config.\nAction: read_file{path: \"config.toml\"}"),
+                Turn::text("Final Answer: config.toml sets port 8080."),
+            ],
+        )
+        .await;
+        let r = run_attest(
+            &model,
+            &ws,
+            &["--protocol", "text", "--expect", "observe", "Which port?"],
+        )
+        .await;
+        model.assert_valid();
+        assert_eq!(r.state(), "completed", "{v:?} {}", r.describe());
+        assert!(r.of_type("protocol_error").is_empty(), "{}", r.describe());
+        assert_eq!(r.done()["receipts"][0]["tool_name"], "read_file");
+        assert_eq!(r.done()["answer"], "config.toml sets port 8080.");
+        // What the model is sent next: its call in the canonical form and
+        // the harness's Observation with the file.
+        let next = model.request_text(1);
+        assert!(
+            next.contains(r#"Action: read_file[{\"path\":\"config.toml\"}]"#),
+            "{v:?}: {next}"
+        );
+        assert!(next.contains("Observation: "), "{v:?}: {next}");
+        assert!(next.contains("port = 8080"), "{v:?}: {next}");
+        assert_eq!(response_traces(&ws)[0]["call_source"], "text_protocol");
+    }
+}
+
+#[tokio::test]
+async fn an_ambiguous_action_stays_a_protocol_error_naming_the_form() {
+    for v in [VARIANTS[0], VARIANTS[2]] {
+        let ws = TestWorkspace::new();
+        let model = MockModel::start(
+            v,
+            vec![
+                Turn::text(
+                    "Action: read_file[{\"path\": \"config.toml\"}] grep[{\"pattern\": \"port\"}]",
+                ),
+                Turn::text("Action: read_file[{\"path\": \"config.toml\"}]"),
+                Turn::text("Final Answer: port 8080"),
+            ],
+        )
+        .await;
+        let r = run_attest(
+            &model,
+            &ws,
+            &["--protocol", "text", "--expect", "observe", "Which port?"],
+        )
+        .await;
+        model.assert_valid();
+        assert_eq!(r.state(), "completed", "{v:?} {}", r.describe());
+        let pe = r.of_type("protocol_error");
+        assert_eq!(pe.len(), 1, "{}", r.describe());
+        assert_eq!(pe[0]["kind"], "multiple_actions");
+        let detail = pe[0]["detail"].as_str().unwrap();
+        assert!(
+            detail
+                .ends_with(r#"write exactly one tool call as `Action: read_file[{"path":"..."}]`"#),
+            "{detail}"
+        );
+        // Nothing of the ambiguous response ran or reached the next request.
+        assert_eq!(r.done()["receipts"].as_array().unwrap().len(), 1);
+        let next = model.request_text(1);
+        assert!(!next.contains("grep["), "{next}");
+        assert!(
+            next.contains("broke the protocol and was omitted"),
+            "{next}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_corrective_turn_shows_the_action_syntax() {
+    let v = VARIANTS[0];
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(
+        v,
+        vec![
+            Turn::text("Final Answer: port 8080"),
+            Turn::text("Action: read_file[{\"path\": \"config.toml\"}]"),
+            Turn::text("Final Answer: port 8080"),
+        ],
+    )
+    .await;
+    let r = run_attest(
+        &model,
+        &ws,
+        &["--protocol", "text", "--expect", "observe", "Which port?"],
+    )
+    .await;
+    model.assert_valid();
+    assert_eq!(r.state(), "completed", "{}", r.describe());
+    let corrective = r.of_type("corrective_injected");
+    let text = corrective[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(r#"written as this line, with the values filled in: `Action: read_file[{"path":"..."}]`"#),
+        "{text}"
+    );
+    assert!(model.request_text(1).contains("Action: read_file["));
+}

@@ -52,7 +52,8 @@ pub use engine::{
     Observer, ReasoningPolicy, ResumeState, RetryPolicy, RunConfig, RunOutcome, HISTORY_TOOL,
     SUMMARY_HEADER, TOOL_SEARCH,
 };
-pub use forgery::detect_forged_observation;
+// The one forgery detector; it moves into this crate with the restructure.
+pub use forgery::{detect_forged_observation, Forgery};
 pub use judge::{judge, Attempt, Judgement};
 pub use log::{JsonlRunLog, LogEntry, LogError, MemoryRunLog, RunLog};
 pub use prompt::{base_system_prompt, CORRECTIVE_PREFIX, PROMPT_VERSION, PROTOCOL_PLACEHOLDER};

@@ -2,7 +2,7 @@
 //! so traces before and after can be told apart (SPEC B5).
 
 /// Version of the base prompt and the harness messages below.
-pub const PROMPT_VERSION: &str = "prompt-2026.11.2";
+pub const PROMPT_VERSION: &str = "prompt-2026.11.3";
 
 /// The base invariant prompt (SPEC D2). Not overridable by workspace files.
 const BASE_PROMPT: &str = "\
@@ -27,8 +27,14 @@ pub const PROTOCOL_PLACEHOLDER: &str = "[attest] Your previous response broke th
 /// First line of every corrective turn (SPEC A4).
 pub const CORRECTIVE_PREFIX: &str = "[attest] Evidence check:";
 
-/// A corrective user message naming the missing evidence.
-pub fn corrective_message(missing: &str, tool_names: &[String]) -> String {
+/// A corrective user message naming the missing evidence and, when known,
+/// the exact syntax of a call under the active protocol
+/// (`ModelProvider::call_syntax`).
+pub fn corrective_message(
+    missing: &str,
+    tool_names: &[String],
+    call_syntax: Option<&str>,
+) -> String {
     let tools = if tool_names.is_empty() {
         "no suitable tool is offered".to_string()
     } else {
@@ -37,8 +43,11 @@ pub fn corrective_message(missing: &str, tool_names: &[String]) -> String {
             tool_names.join(", ")
         )
     };
+    let how = call_syntax
+        .map(|s| format!(", written as {s}"))
+        .unwrap_or_default();
     format!(
         "{CORRECTIVE_PREFIX} this task requires {missing}, and no tool call has produced it ({tools}). \
-Call the appropriate tool now, or say plainly that you cannot. Do not claim results you have not obtained from a tool."
+Call the appropriate tool now{how}, or say plainly that you cannot. Do not claim results you have not obtained from a tool."
     )
 }

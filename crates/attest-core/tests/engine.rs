@@ -724,6 +724,7 @@ fn response(
         raw: String::new(),
         parse_failures: Vec::new(),
         protocol_violation: None,
+        call_source: attest_protocol::CallSource::Native,
     }
 }
 

@@ -399,6 +399,7 @@ pub fn response_of(
         raw,
         parse_failures: Vec::new(),
         protocol_violation: None,
+        call_source: attest_protocol::CallSource::Native,
     };
     let opts = ParseOptions {
         truncated,

@@ -40,7 +40,7 @@ pub use state::{
 };
 pub use terminal::{TerminalReason, TerminalState};
 pub use tool::{Permission, ToolSpec};
-pub use trace::{ContextSource, TraceRecord};
+pub use trace::{CallSource, ContextSource, TraceRecord};
 pub use transcript::{AssistantPhase, HarnessMessageKind, TranscriptItem};
 
 /// Version of the run loop's semantics. Bump when the loop's decisions change,

@@ -4,6 +4,20 @@ use crate::{
 };
 use serde::{Deserialize, Serialize};
 
+/// Where the tool calls of a response came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallSource {
+    /// The wire format's own tool-call field (or the local model's template).
+    #[default]
+    Native,
+    /// The response's text content, which held nothing but well-formed calls
+    /// (`[provider] content_tool_calls`).
+    Content,
+    /// A text-protocol `Action:`.
+    TextProtocol,
+}
+
 /// An audit record kept in a run's trace beside its events (SPEC H1, B4).
 /// Raw model output lives here and nowhere that feeds a prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +51,9 @@ pub enum TraceRecord {
         raw_finish_reason: Option<String>,
         text: String,
         parsed_calls: Vec<String>,
+        /// Where the parsed calls came from; absent when there are none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_source: Option<CallSource>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         parse_failures: Vec<String>,
         input_tokens: u64,

@@ -2,7 +2,7 @@
 
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
-use attest_protocol::{ReceiptStatus, TranscriptItem, Usage};
+use attest_protocol::{CallSource, ReceiptStatus, TranscriptItem, Usage};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -216,6 +216,7 @@ impl Parts {
             raw,
             parse_failures: self.failures,
             protocol_violation: None,
+            call_source: CallSource::Native,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The HTTP provider: one POST per model call, streaming or not, in either
 //! wire format. The API key never appears in errors or `Debug` output.
 
+use crate::content_calls::{self, ContentToolCalls};
 use crate::{
     anthropic, openai, sse, wire, ModelProvider, ModelRequest, ModelResponse, ProviderError,
     TextSink,
@@ -9,6 +10,7 @@ use async_trait::async_trait;
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Error bodies are cut to this many bytes.
@@ -42,6 +44,9 @@ pub struct HttpProviderConfig {
     pub request_timeout: Duration,
     /// Sent last, so they can override the defaults (e.g. `anthropic-version`).
     pub extra_headers: Vec<(String, String)>,
+    /// Whether calls written in the content are read as calls
+    /// ([`content_calls`]).
+    pub content_tool_calls: ContentToolCalls,
 }
 
 impl fmt::Debug for HttpProviderConfig {
@@ -53,6 +58,7 @@ impl fmt::Debug for HttpProviderConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
             .field("request_timeout", &self.request_timeout)
+            .field("content_tool_calls", &self.content_tool_calls)
             // Header values may hold secrets too; names are enough to debug.
             .field(
                 "extra_headers",
@@ -71,6 +77,11 @@ pub struct HttpProvider {
     client: reqwest::Client,
     headers: HeaderMap,
     endpoint: String,
+    /// Ids for calls read from the content: unique per provider (the
+    /// counter) and across processes (the start time), since a session's
+    /// later runs are sent the earlier runs' calls.
+    content_call_prefix: String,
+    next_content_call: AtomicU64,
 }
 
 impl fmt::Debug for HttpProvider {
@@ -119,11 +130,16 @@ impl HttpProvider {
             .user_agent(concat!("attest/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| config_error(redact(cfg.api_key.as_deref(), error_chain(&e))))?;
+        let started = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         Ok(Self {
             cfg,
             client,
             headers,
             endpoint,
+            content_call_prefix: format!("call_{started:x}"),
+            next_content_call: AtomicU64::new(1),
         })
     }
 
@@ -190,17 +206,25 @@ impl HttpProvider {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
-        if request.stream && !is_json {
-            return self.read_stream(resp, sink).await;
+        let mut response = if request.stream && !is_json {
+            self.read_stream(resp, sink).await?
+        } else {
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| ProviderError::Transport(self.redact(error_chain(&e))))?;
+            match self.cfg.wire {
+                WireFormat::OpenAiChat => openai::parse_response(&text)?,
+                WireFormat::AnthropicMessages => anthropic::parse_response(&text)?,
+            }
+        };
+        if self.cfg.content_tool_calls == ContentToolCalls::Auto {
+            content_calls::adopt(&mut response, &request.tools, || {
+                let n = self.next_content_call.fetch_add(1, Ordering::Relaxed);
+                format!("{}_{n}", self.content_call_prefix)
+            });
         }
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| ProviderError::Transport(self.redact(error_chain(&e))))?;
-        match self.cfg.wire {
-            WireFormat::OpenAiChat => openai::parse_response(&text),
-            WireFormat::AnthropicMessages => anthropic::parse_response(&text),
-        }
+        Ok(response)
     }
 }
 

@@ -17,8 +17,10 @@
 //! - An incomplete stream (no `[DONE]` / `message_stop`) is an error, never an answer.
 
 pub mod anthropic;
+pub mod content_calls;
 pub mod http;
 pub mod openai;
+pub mod relaxed_json;
 pub mod scripted;
 mod sse;
 pub mod text_protocol;

@@ -3,7 +3,7 @@
 
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
-use attest_protocol::{TranscriptItem, Usage};
+use attest_protocol::{CallSource, TranscriptItem, Usage};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -152,6 +152,7 @@ pub fn parse_response(body: &str) -> Result<ModelResponse, ProviderError> {
         raw: body.to_string(),
         parse_failures,
         protocol_violation: None,
+        call_source: CallSource::Native,
     })
 }
 
@@ -357,6 +358,7 @@ impl StreamAccumulator {
             raw: self.raw.join("\n"),
             parse_failures,
             protocol_violation: None,
+            call_source: CallSource::Native,
         })
     }
 }

@@ -16,7 +16,7 @@
 
 use crate::{FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use async_trait::async_trait;
-use attest_protocol::Usage;
+use attest_protocol::{CallSource, Usage};
 use serde::Deserialize;
 use std::path::Path;
 use std::sync::Mutex;
@@ -183,6 +183,7 @@ impl ScriptedResponse {
             tool_calls,
             parse_failures: Vec::new(),
             protocol_violation: None,
+            call_source: CallSource::Native,
         }
     }
 }

@@ -520,7 +520,7 @@ fn call_of(value: &Value, tools: &[ToolSpec]) -> Result<Option<TextCall>, Protoc
 
 /// Template placeholders copied instead of a value: `"<path>"`, `"{path}"`,
 /// `"<args-json-object>"`, `"..."`.
-fn is_placeholder(key: &str, value: &Value) -> bool {
+pub(crate) fn is_placeholder(key: &str, value: &Value) -> bool {
     let Value::String(s) = value else {
         return false;
     };
@@ -564,7 +564,7 @@ fn leading_json(src: &str) -> Leading {
 
 /// A JSON value that refuses duplicate object keys (a client could keep
 /// either value, so such a call is ambiguous).
-struct StrictValue(Value);
+pub(crate) struct StrictValue(pub(crate) Value);
 
 impl<'de> Deserialize<'de> for StrictValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -634,7 +634,7 @@ fn unparsable(detail: String) -> ProtocolViolation {
 }
 
 /// Model text for a detail: at most [`QUOTE_LIMIT`] characters, escaped.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::from("`");
     let mut chars = s.chars();
     let mut n = 0;

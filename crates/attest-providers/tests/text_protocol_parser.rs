@@ -263,3 +263,118 @@ fn multibyte_text_never_panics() {
         let _ = parse(text, &tools());
     }
 }
+
+#[test]
+fn lenient_action_spellings_name_one_tool_with_one_object() {
+    let strict = r#"{"term": "MCP"}"#;
+    let compact = r#"{"term":"MCP"}"#;
+    for (text, arguments) in [
+        ("Action: scan_term{term: \"MCP\"}", compact),
+        ("Action: scan_term {term: 'MCP',}", compact),
+        ("Action: scan_term({\"term\": \"MCP\"})", strict),
+        ("Action: scan_term(term: 'MCP')", compact),
+        ("Action: scan_term: {\"term\": \"MCP\"}", strict),
+        ("Action: Scan-Term[{term: 'MCP'}]", compact),
+        ("Action: SCAN_TERM{\"term\": \"MCP\"}", strict),
+        ("Action: `scan_term`[{\"term\": \"MCP\"}]", strict),
+        ("Action: scan_term\n{\"term\": \"MCP\"}", strict),
+        ("Action: scan_term\nAction Input: {term: 'MCP'}", compact),
+        (
+            "Action: {\"name\": \"scan_term\", \"arguments\": {\"term\": \"MCP\"}}",
+            compact,
+        ),
+        (
+            "Action: <tool_call>{\"name\": \"scan_term\", \"arguments\": {\"term\": \"MCP\"}}</tool_call>",
+            compact,
+        ),
+        (
+            "Action: ```json\n{\"name\": \"scan_term\", \"arguments\": {\"term\": \"MCP\"}}\n```",
+            compact,
+        ),
+    ] {
+        assert_eq!(ok(text), action("", "scan_term", arguments), "{text:?}");
+    }
+    assert_eq!(
+        ok("Action: list-documents()"),
+        action("", "list_documents", "{}")
+    );
+}
+
+fn detail(text: &str, tools: &[ToolSpec]) -> (ProtocolErrorKind, String) {
+    match parse(text, tools) {
+        Ok(step) => panic!("accepted {text:?} as {step:?}"),
+        Err(v) => (v.kind, v.detail),
+    }
+}
+
+#[test]
+fn ambiguous_actions_stay_errors_that_name_the_form_to_use() {
+    let form = r#"write exactly one tool call as `Action: scan_term[{"term":"..."}]`"#;
+    for (text, kind) in [
+        (
+            "Action: scan_term[{\"term\": \"a\"}] list_documents[]",
+            ProtocolErrorKind::MultipleActions,
+        ),
+        (
+            "Action: scan_term[{\"term\": \"a\"}, {\"term\": \"b\"}]",
+            ProtocolErrorKind::UnparsableAction,
+        ),
+        (
+            "Action: scan_term{term: 'a', term: 'b'}",
+            ProtocolErrorKind::UnparsableAction,
+        ),
+        (
+            "Action: scan_term(term=\"MCP\")",
+            ProtocolErrorKind::UnparsableAction,
+        ),
+        (
+            "Action: scan_term and list_documents",
+            ProtocolErrorKind::UnparsableAction,
+        ),
+        (
+            "Action: scan_term[{\"term\": \"...\"}]",
+            ProtocolErrorKind::UnparsableAction,
+        ),
+    ] {
+        let (k, d) = detail(text, &tools());
+        assert_eq!(k, kind, "{text:?}: {d}");
+        assert!(d.ends_with(form), "{text:?}: {d}");
+    }
+    let (k, d) = detail(
+        "Action: [{\"name\": \"scan_term\", \"arguments\": {\"term\": \"a\"}}, {\"name\": \"list_documents\", \"arguments\": {}}]",
+        &tools(),
+    );
+    assert_eq!(k, ProtocolErrorKind::MultipleActions, "{d}");
+    assert!(d.contains("2 calls"), "{d}");
+
+    // Two offered tools that differ only in case and separator: a variant
+    // matching both names neither.
+    let mut twins = tools();
+    twins[1].name = "scan-term".into();
+    let (k, d) = detail("Action: SCAN_TERM[{\"term\": \"a\"}]", &twins);
+    assert_eq!(k, ProtocolErrorKind::UnparsableAction);
+    assert!(d.contains("could be any of"), "{d}");
+    assert!(
+        d.ends_with(r#"`Action: tool_name[{"argument": "value"}]`"#),
+        "{d}"
+    );
+    // The exact name still counts.
+    assert_eq!(
+        parse("Action: scan-term[{\"term\": \"a\"}]", &twins).unwrap(),
+        action("", "scan-term", r#"{"term": "a"}"#)
+    );
+}
+
+#[test]
+fn the_issue_action_with_an_unquoted_key() {
+    let read_file = ToolSpec {
+        name: "read_file".into(),
+        description: "Read a file.".into(),
+        parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+        effect: EffectClass::Observe,
+    };
+    assert_eq!(
+        parse("Action: read_file{path: \"config.toml\"}", &[read_file]).unwrap(),
+        action("", "read_file", r#"{"path":"config.toml"}"#)
+    );
+}

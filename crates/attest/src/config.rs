@@ -72,6 +72,9 @@ pub struct ProviderSection {
     pub protocol: Option<crate::provider::ProtocolMode>,
     /// Whether the model supports native tool calling.
     pub tool_calling: Option<bool>,
+    /// `auto` (default): a native-protocol response whose whole content is
+    /// well-formed calls to offered tools runs them; `off`: it is text.
+    pub content_tool_calls: Option<attest_providers::content_calls::ContentToolCalls>,
     /// `local`: the GGUF file to run.
     pub model_path: Option<PathBuf>,
     /// `local`: inference threads.

@@ -256,6 +256,7 @@ pub fn build_provider(
                 api_key,
                 request_timeout: Duration::from_secs(file.request_timeout_secs.unwrap_or(300)),
                 extra_headers: Vec::new(),
+                content_tool_calls: file.content_tool_calls.unwrap_or_default(),
             })
             .map_err(|e| Error::Config(e.to_string()))?;
             let label = format!("{name} {model} at {}", http.endpoint());

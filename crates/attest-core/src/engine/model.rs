@@ -276,6 +276,7 @@ impl Run<'_> {
                 .iter()
                 .map(|c| format!("{} {}", c.id, c.name))
                 .collect(),
+            call_source: (!response.tool_calls.is_empty()).then_some(response.call_source),
             parse_failures: response.parse_failures.clone(),
             input_tokens: response.usage.input_tokens,
             output_tokens: response.usage.output_tokens,
@@ -299,11 +300,12 @@ impl Run<'_> {
             TranscriptItem::ToolResult { output, .. } => Some(output.as_str()),
             _ => None,
         });
-        forgery::detect_forged_observation(&response.text, real_outputs).map(|pattern| {
+        forgery::detect_forged_observation(&response.text, real_outputs).map(|forgery| {
             (
                 ProtocolErrorKind::ForgedObservation,
                 format!(
-                    "the response contains text imitating a tool result ({pattern}); nothing in it was executed or kept in history"
+                    "the response contains {} ({forgery}); nothing in it was executed or kept in history",
+                    forgery.describe()
                 ),
             )
         })

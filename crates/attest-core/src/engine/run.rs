@@ -387,7 +387,11 @@ impl<'a> Run<'a> {
             Judgement::NoAttempt { missing } if self.corrections < self.cfg.max_corrections => {
                 self.corrections += 1;
                 self.state.on_missing_evidence(&missing, &format!("step_{step}"));
-                let text = corrective_message(&missing, &self.tools_that_can_satisfy());
+                let tools = self.tools_that_can_satisfy();
+                let syntax = (self.tools.iter())
+                    .find(|t| tools.first() == Some(&t.name))
+                    .map(|t| self.engine.provider.call_syntax(t));
+                let text = corrective_message(&missing, &tools, syntax.as_deref());
                 self.push(TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::Corrective,
                     text: text.clone(),

@@ -31,6 +31,14 @@ pub trait ModelProvider: Send + Sync {
     fn prompt_version(&self) -> Option<&str> {
         None
     }
+    /// How a call of `tool` is written under this provider's protocol, as
+    /// the harness's corrective turn shows it.
+    fn call_syntax(&self, tool: &attest_protocol::ToolSpec) -> String {
+        format!(
+            "a native tool call of `{}` (the tool-calling interface, arguments as one JSON object)",
+            tool.name
+        )
+    }
     /// Perform one model call. No retries here: the engine retries, so every
     /// attempt is visible in the event stream.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;

@@ -1,4 +1,4 @@
-use attest_protocol::{ProtocolErrorKind, ToolSpec, TranscriptItem, Usage};
+use attest_protocol::{CallSource, ProtocolErrorKind, ToolSpec, TranscriptItem, Usage};
 use std::time::Duration;
 
 /// Everything needed for one model call. `history` must already be normalized
@@ -56,6 +56,8 @@ pub struct ModelResponse {
     /// unparsable Action). The engine then keeps nothing of it but the raw
     /// text in the audit trace.
     pub protocol_violation: Option<ProtocolViolation>,
+    /// Where `tool_calls` came from (for the trace).
+    pub call_source: CallSource,
 }
 
 /// A failed model call. `is_retryable` decides whether the engine retries.

@@ -11,11 +11,13 @@
 //! [`ProtocolViolation`](crate::ProtocolViolation) with no text and no calls, so the engine keeps the
 //! raw output in the audit trace only and puts its placeholder in history.
 
+mod action;
 pub mod parser;
 pub mod render;
 
 use crate::{FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use async_trait::async_trait;
+use attest_protocol::{CallSource, TranscriptItem};
 use parser::ReactStep;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -85,6 +87,7 @@ impl TextProtocolProvider {
             raw: inner.raw,
             parse_failures: inner.parse_failures,
             protocol_violation: inner.protocol_violation,
+            call_source: CallSource::TextProtocol,
         };
         if out.protocol_violation.is_some() {
             return out;
@@ -96,7 +99,11 @@ impl TextProtocolProvider {
                 inner.tool_calls.len()
             ));
         }
-        match parser::parse(&inner.text, &request.tools) {
+        let real_outputs = request.history.iter().filter_map(|item| match item {
+            TranscriptItem::ToolResult { output, .. } => Some(output.as_str()),
+            _ => None,
+        });
+        match parser::parse_quoting(&inner.text, &request.tools, real_outputs) {
             Ok(ReactStep::Action {
                 thought,
                 tool,
@@ -132,6 +139,13 @@ impl ModelProvider for TextProtocolProvider {
 
     fn prompt_version(&self) -> Option<&str> {
         Some(render::TEXT_PROTOCOL_VERSION)
+    }
+
+    fn call_syntax(&self, tool: &attest_protocol::ToolSpec) -> String {
+        format!(
+            "this line, with the values filled in: `{}`",
+            render::action_example(tool)
+        )
     }
 
     fn model(&self) -> &str {

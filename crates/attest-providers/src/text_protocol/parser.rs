@@ -1,20 +1,26 @@
 //! Parser for one text-protocol (ReAct) response (SPEC B1, B2).
 //!
 //! Accepted shapes, after an optional `Thought:` (which may span lines):
-//! - exactly one `Action: tool_name[{json object}]`, or `Action: tool_name`
-//!   followed by `Action Input: {json object}`;
+//! - exactly one `Action:` naming one tool with one arguments object, in
+//!   any of the spellings of [`super::action`] (`tool_name[{json object}]`
+//!   is the one the prompt teaches), or `Action: tool_name` followed by
+//!   `Action Input: {json object}`;
 //! - or `Final Answer: …` (the rest of the text).
 //!
 //! Anything the harness alone may write — an `Observation:` line, a
-//! `<tool_result>`-style tag — rejects the whole response, wherever it is:
-//! the model may propose, never report. The parser never panics and its
-//! violation details quote at most [`QUOTE_LIMIT`] characters of model text.
+//! `<tool_result>`-style tag, in any spelling [`crate::forgery`] reads —
+//! rejects the whole response, wherever it is: the model may propose, never
+//! report. The leniency is for the Action only. The parser never panics and
+//! its violation details quote at most [`QUOTE_LIMIT`] characters of model
+//! text.
 
+use super::action::action_call;
 use crate::ProtocolViolation;
+use attest_core::detect_forged_observation;
 use attest_protocol::{ProtocolErrorKind, ToolSpec};
 
 /// Most characters of model text quoted in a violation's detail.
-pub const QUOTE_LIMIT: usize = 60;
+pub use crate::tool_call_format::QUOTE_LIMIT;
 
 /// What one well-formed response asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,12 +35,27 @@ pub enum ReactStep {
     Final { thought: String, answer: String },
 }
 
-/// Parse one response against the offered tools.
+/// Parse one response against the offered tools, with no tool output to
+/// quote.
 pub fn parse(text: &str, tools: &[ToolSpec]) -> Result<ReactStep, ProtocolViolation> {
-    if let Some(what) = forged_observation(text) {
+    parse_quoting(text, tools, [])
+}
+
+/// Parse one response against the offered tools; a faithful quote of one
+/// of `real_outputs` (the run's tool outputs) is not a forgery
+/// ([`crate::forgery`]).
+pub fn parse_quoting<'a>(
+    text: &str,
+    tools: &[ToolSpec],
+    real_outputs: impl IntoIterator<Item = &'a str>,
+) -> Result<ReactStep, ProtocolViolation> {
+    if let Some(forgery) = detect_forged_observation(text, real_outputs) {
         return Err(violation(
             ProtocolErrorKind::ForgedObservation,
-            format!("the response contains {what}; only the harness writes Observations"),
+            format!(
+                "the response contains {}; only the harness writes Observations",
+                forgery.describe()
+            ),
         ));
     }
     // One line terminator from here on, so sections and offsets agree.
@@ -216,169 +237,6 @@ fn final_answer(text: &str, thought: String) -> Result<ReactStep, ProtocolViolat
     ))
 }
 
-/// The tool name and JSON object arguments of an Action. Text after the
-/// arguments is ignored: it never reaches history (only the parsed call does).
-fn action_call(
-    action: &str,
-    input: Option<&str>,
-    tools: &[ToolSpec],
-) -> Result<(String, String), ProtocolViolation> {
-    let unparsable = |why: String| violation(ProtocolErrorKind::UnparsableAction, why);
-    let head = action.split('\n').next().unwrap_or_default();
-    let (name, bracketed) = match head.find('[') {
-        // `head` is a prefix of `action`, so `open` indexes both.
-        Some(open) => (
-            head.get(..open).unwrap_or_default(),
-            Some(action.get(open + 1..).unwrap_or_default()),
-        ),
-        None => (head, None),
-    };
-    let name = name.trim().trim_matches('`').trim();
-    if !tools.iter().any(|t| t.name == name) {
-        let offered: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-        return Err(unparsable(format!(
-            "the Action names {}, which is not an offered tool (offered: {})",
-            quote(name),
-            if offered.is_empty() {
-                "none".to_string()
-            } else {
-                quote(&offered.join(", "))
-            }
-        )));
-    }
-    let arguments = match (bracketed, input) {
-        (Some(_), Some(_)) => {
-            return Err(unparsable(
-                "the Action has both bracketed arguments and an Action Input".to_string(),
-            ))
-        }
-        (Some(src), None) => {
-            let src = src.trim_start();
-            if src.starts_with(']') {
-                return Ok((name.to_string(), "{}".to_string()));
-            }
-            let (json, rest) = leading_object(src)
-                .map_err(|why| unparsable(format!("the arguments of {} {why}", quote(name))))?;
-            if !rest.trim_start().starts_with(']') {
-                return Err(unparsable(format!(
-                    "the arguments of {} are not closed by `]`",
-                    quote(name)
-                )));
-            }
-            json
-        }
-        (None, Some(src)) => {
-            let (json, _rest) = leading_object(skip_fence_opening(src))
-                .map_err(|why| unparsable(format!("the Action Input of {} {why}", quote(name))))?;
-            json
-        }
-        // A tool without arguments may be called as a bare name.
-        (None, None) => "{}",
-    };
-    Ok((name.to_string(), arguments.to_string()))
-}
-
-/// The JSON object at the start of `src` and the text after it.
-fn leading_object(src: &str) -> Result<(&str, &str), String> {
-    let src = src.trim_start();
-    let mut values = serde_json::Deserializer::from_str(src).into_iter::<serde_json::Value>();
-    match values.next() {
-        Some(Ok(serde_json::Value::Object(_))) => {
-            let end = values.byte_offset();
-            match (src.get(..end), src.get(end..)) {
-                (Some(json), Some(rest)) => Ok((json, rest)),
-                _ => Err("could not be delimited".to_string()),
-            }
-        }
-        Some(Ok(_)) => Err("are JSON but not an object".to_string()),
-        Some(Err(e)) => Err(format!(
-            "are not a valid JSON object (line {}, column {})",
-            e.line(),
-            e.column()
-        )),
-        None => Err("are missing".to_string()),
-    }
-}
-
-/// Skips a Markdown code-fence opening (```` ```json ````) before an Action Input.
-fn skip_fence_opening(src: &str) -> &str {
-    let src = src.trim_start();
-    match src.strip_prefix("```") {
-        Some(rest) => rest
-            .find('\n')
-            .and_then(|nl| rest.get(nl + 1..))
-            .unwrap_or(""),
-        None => src.trim_start_matches('`'),
-    }
-}
-
-/// Every character that ends a line in Unicode's reading.
-const BREAKS: [char; 7] = [
-    '\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}',
-];
-
-/// Names of tags that only the harness may produce.
-const FORBIDDEN_TAGS: [&str; 6] = [
-    "tool_response",
-    "tool_result",
-    "tool_output",
-    "function_results",
-    "function_result",
-    "observation",
-];
-
-/// What in `text` imitates harness output, if anything.
-fn forged_observation(text: &str) -> Option<&'static str> {
-    // Lines are cut at every character a reader might take as a line
-    // break, and again at `\n`/`\r` only (where a vertical tab or form feed
-    // is mere whitespace inside `Observation\u{0B}:`): either reading counts.
-    let is_observation = |l: &str| matches!(classify(l), Some((Marker::Observation, _)));
-    if text.split(BREAKS).any(is_observation) || text.split(['\n', '\r']).any(is_observation) {
-        return Some("an `Observation:` line");
-    }
-    if has_forbidden_tag(text) {
-        return Some("a tool-result tag");
-    }
-    None
-}
-
-/// `<tool_result>`, `</ tool_response >`, `<observation id="1">`, any case.
-fn has_forbidden_tag(text: &str) -> bool {
-    text.match_indices('<').any(|(i, _)| {
-        let after = text.get(i + 1..).unwrap_or_default().trim_start();
-        let after = after.strip_prefix('/').unwrap_or(after).trim_start();
-        FORBIDDEN_TAGS.iter().any(|tag| {
-            after
-                .get(..tag.len())
-                .is_some_and(|head| head.eq_ignore_ascii_case(tag))
-                && after
-                    .get(tag.len()..)
-                    .and_then(|r| r.chars().next())
-                    .is_some_and(|c| c == '>' || c == '/' || c.is_whitespace())
-        })
-    })
-}
-
 fn violation(kind: ProtocolErrorKind, detail: String) -> ProtocolViolation {
     ProtocolViolation { kind, detail }
-}
-
-/// Model text for a detail: at most [`QUOTE_LIMIT`] characters, escaped.
-fn quote(s: &str) -> String {
-    format!("`{}`", quote_plain(s))
-}
-
-fn quote_plain(s: &str) -> String {
-    let mut out = String::new();
-    let mut chars = s.chars();
-    for c in chars.by_ref() {
-        out.extend(c.escape_debug());
-        if out.chars().count() >= QUOTE_LIMIT {
-            break;
-        }
-    }
-    if chars.next().is_some() {
-        out.push('…');
-    }
-    out
 }

@@ -60,6 +60,30 @@ pub fn action_text(thought: &str, name: &str, arguments: &str) -> String {
     }
 }
 
+/// One call of `tool` in the shape the model must write, its required
+/// arguments shown as `"..."` (a value to fill in, refused if copied).
+pub fn action_example(tool: &ToolSpec) -> String {
+    let required = tool
+        .parameters
+        .get("required")
+        .and_then(serde_json::Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(serde_json::Value::as_str)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let arguments: serde_json::Map<String, serde_json::Value> = required
+        .into_iter()
+        .map(|name| (name.to_string(), serde_json::Value::from("...")))
+        .collect();
+    action_text(
+        "",
+        &tool.name,
+        &serde_json::Value::Object(arguments).to_string(),
+    )
+}
+
 /// The harness's Observation for a tool result.
 pub fn observation_text(output: &str) -> String {
     format!("Observation: {output}")
