@@ -108,11 +108,13 @@ pub struct RunConfig {
     pub defer_tools_after: Option<usize>,
 }
 
-/// How reasoning content ("thinking") is kept (SPEC D6). It is never sent
-/// back to a provider: OpenAI-compatible servers such as DeepSeek reject it
-/// in input, and Anthropic requires signed thinking blocks attest does not
-/// replay. The policy decides what the transcript (and so budgets, traces
-/// and compaction) holds.
+/// How reasoning content ("thinking") is kept (SPEC D6). Reasoning text is
+/// never sent back to a provider: OpenAI-compatible servers such as DeepSeek
+/// reject it in input, and Anthropic requires signed thinking blocks attest
+/// does not replay. The one exception is provider-encrypted reasoning (the
+/// Responses API's `encrypted_content`), kept and passed back under `Keep`
+/// only. The policy decides what the transcript (and so budgets, traces and
+/// compaction) holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReasoningPolicy {
     /// Drop it (default): the answer and the receipts are what count.
@@ -125,6 +127,12 @@ pub enum ReasoningPolicy {
 }
 
 impl ReasoningPolicy {
+    /// Whether provider-encrypted reasoning is kept (and so passed back).
+    /// Only under `Keep`: an opaque blob cannot be cut to a budget.
+    pub fn keeps_encrypted(self) -> bool {
+        matches!(self, ReasoningPolicy::Keep)
+    }
+
     /// The reasoning to store for one response under this policy.
     pub fn apply(self, reasoning: Option<&str>) -> Option<String> {
         let text = reasoning.filter(|r| !r.trim().is_empty())?;

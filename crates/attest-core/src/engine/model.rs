@@ -279,6 +279,7 @@ impl Run<'_> {
             parse_failures: response.parse_failures.clone(),
             input_tokens: response.usage.input_tokens,
             output_tokens: response.usage.output_tokens,
+            cached_input_tokens: response.usage.cached_input_tokens,
         })?;
         self.trace(TraceRecord::RawOutput {
             step,
