@@ -34,6 +34,8 @@ use std::time::Duration;
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
     Openai,
+    /// The OpenAI Responses API (`/v1/responses`).
+    OpenaiResponses,
     Anthropic,
     Scripted,
     /// The embedded model, run in-process (the default when none is configured).
@@ -66,7 +68,8 @@ pub struct EngineArgs {
     /// Model provider.
     #[arg(long, env = "ATTEST_PROVIDER", value_enum)]
     pub provider: Option<ProviderKind>,
-    /// Endpoint base URL (OpenAI: including `/v1`; Anthropic: without it).
+    /// Endpoint base URL (OpenAI and OpenAI Responses: including `/v1`;
+    /// Anthropic: without it).
     /// Defaults to OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
     #[arg(long)]
     pub base_url: Option<String>,
@@ -247,7 +250,7 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
         (None, None) => ProviderKind::Local,
         #[cfg(not(feature = "local"))]
         (None, None) => bail!(
-            "no provider configured: pass --provider openai|anthropic|scripted, set ATTEST_PROVIDER, or set [provider] name in attest.toml (this build has no embedded model: feature `local`)"
+            "no provider configured: pass --provider openai|openai-responses|anthropic|scripted, set ATTEST_PROVIDER, or set [provider] name in attest.toml (this build has no embedded model: feature `local`)"
         ),
     };
     let protocol = args
@@ -294,11 +297,19 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
             settings.script = Some(script.clone());
             (Arc::new(p), format!("scripted {}", script.display()))
         }
-        ProviderKind::Openai | ProviderKind::Anthropic => {
+        ProviderKind::Openai | ProviderKind::OpenaiResponses | ProviderKind::Anthropic => {
             let (wire, name, url_env, key_env, default_url) = if kind == ProviderKind::Openai {
                 (
                     WireFormat::OpenAiChat,
                     "openai",
+                    "OPENAI_BASE_URL",
+                    "OPENAI_API_KEY",
+                    "https://api.openai.com/v1",
+                )
+            } else if kind == ProviderKind::OpenaiResponses {
+                (
+                    WireFormat::OpenAiResponses,
+                    "openai-responses",
                     "OPENAI_BASE_URL",
                     "OPENAI_API_KEY",
                     "https://api.openai.com/v1",
@@ -343,6 +354,8 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
                     file.provider.request_timeout_secs.unwrap_or(300),
                 ),
                 extra_headers: Vec::new(),
+                // Encrypted reasoning goes back only under `[run] reasoning = "keep"`.
+                encrypted_reasoning: file.run.reasoning.as_deref() == Some("keep"),
             })?;
             let label = format!("{name} {model} at {}", http.endpoint());
             settings.base_url = Some(base_url);

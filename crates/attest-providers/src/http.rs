@@ -1,6 +1,7 @@
 //! The HTTP provider: one POST per model call, streaming or not, in either
 //! wire format. The API key never appears in errors or `Debug` output.
 
+use crate::responses::{self, ResponsesOptions};
 use crate::{
     anthropic, openai, sse, wire, ModelProvider, ModelRequest, ModelResponse, ProviderError,
     TextSink,
@@ -20,6 +21,8 @@ pub enum WireFormat {
     OpenAiChat,
     /// `POST {base_url}/v1/messages`; the base URL does not include `/v1`.
     AnthropicMessages,
+    /// `POST {base_url}/responses` (OpenAI Responses API); the base URL includes `/v1`.
+    OpenAiResponses,
 }
 
 impl WireFormat {
@@ -27,6 +30,7 @@ impl WireFormat {
         match self {
             WireFormat::OpenAiChat => "openai_chat",
             WireFormat::AnthropicMessages => "anthropic_messages",
+            WireFormat::OpenAiResponses => "openai_responses",
         }
     }
 }
@@ -42,6 +46,10 @@ pub struct HttpProviderConfig {
     pub request_timeout: Duration,
     /// Sent last, so they can override the defaults (e.g. `anthropic-version`).
     pub extra_headers: Vec<(String, String)>,
+    /// Responses API only: ask for encrypted reasoning and pass back what
+    /// the transcript kept of it (set when the reasoning policy keeps
+    /// reasoning). Ignored by the other wire formats.
+    pub encrypted_reasoning: bool,
 }
 
 impl fmt::Debug for HttpProviderConfig {
@@ -53,6 +61,7 @@ impl fmt::Debug for HttpProviderConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
             .field("request_timeout", &self.request_timeout)
+            .field("encrypted_reasoning", &self.encrypted_reasoning)
             // Header values may hold secrets too; names are enough to debug.
             .field(
                 "extra_headers",
@@ -90,12 +99,13 @@ impl HttpProvider {
         let endpoint = match cfg.wire {
             WireFormat::OpenAiChat => format!("{base}/chat/completions"),
             WireFormat::AnthropicMessages => format!("{base}/v1/messages"),
+            WireFormat::OpenAiResponses => format!("{base}/responses"),
         };
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let key = cfg.api_key.as_deref().filter(|k| !k.is_empty());
         match cfg.wire {
-            WireFormat::OpenAiChat => {
+            WireFormat::OpenAiChat | WireFormat::OpenAiResponses => {
                 if let Some(key) = key {
                     headers.insert("authorization", secret_value(&format!("Bearer {key}"))?);
                 }
@@ -161,6 +171,9 @@ impl HttpProvider {
             WireFormat::AnthropicMessages => {
                 drain(events, anthropic::StreamAccumulator::new(), sink).await
             }
+            WireFormat::OpenAiResponses => {
+                drain(events, responses::StreamAccumulator::new(), sink).await
+            }
         }
     }
 
@@ -172,6 +185,13 @@ impl HttpProvider {
         let body = match self.cfg.wire {
             WireFormat::OpenAiChat => openai::build_body(request, &self.cfg.model),
             WireFormat::AnthropicMessages => anthropic::build_body(request, &self.cfg.model),
+            WireFormat::OpenAiResponses => responses::build_body(
+                request,
+                &self.cfg.model,
+                ResponsesOptions {
+                    encrypted_reasoning: self.cfg.encrypted_reasoning,
+                },
+            ),
         };
         let resp = self
             .client
@@ -200,6 +220,7 @@ impl HttpProvider {
         match self.cfg.wire {
             WireFormat::OpenAiChat => openai::parse_response(&text),
             WireFormat::AnthropicMessages => anthropic::parse_response(&text),
+            WireFormat::OpenAiResponses => responses::parse_response(&text),
         }
     }
 }
@@ -231,7 +252,7 @@ impl ModelProvider for HttpProvider {
     }
 }
 
-/// What both stream accumulators offer.
+/// What every stream accumulator offers.
 trait Accumulator {
     fn push(&mut self, data: &str) -> Result<(), ProviderError>;
     fn text_so_far(&self) -> String;
@@ -259,6 +280,7 @@ macro_rules! accumulator {
 }
 accumulator!(openai::StreamAccumulator);
 accumulator!(anthropic::StreamAccumulator);
+accumulator!(responses::StreamAccumulator);
 
 /// Feed events until the terminator; stop reading there rather than wait for
 /// the server to close. A stream that ends early fails in `finish`.

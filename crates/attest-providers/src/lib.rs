@@ -14,12 +14,14 @@
 //! - Providers never decide terminal states; they report what came back,
 //!   including "tool use was signalled but nothing parsed" (an empty
 //!   `tool_calls` with [`FinishKind::ToolUse`]).
-//! - An incomplete stream (no `[DONE]` / `message_stop`) is an error, never an answer.
+//! - An incomplete stream (no `[DONE]` / `message_stop` / `response.completed`)
+//!   is an error, never an answer.
 
 pub mod anthropic;
 pub mod http;
 pub mod openai;
 pub mod pairing;
+pub mod responses;
 pub mod scripted;
 mod sse;
 pub mod text_protocol;
@@ -34,12 +36,13 @@ pub use types::{
 use async_trait::async_trait;
 
 /// One model endpoint. Implementations: [`http::HttpProvider`] (OpenAI chat,
-/// Anthropic Messages) and [`scripted::ScriptedProvider`].
+/// OpenAI Responses, Anthropic Messages) and [`scripted::ScriptedProvider`].
 #[async_trait]
 pub trait ModelProvider: Send + Sync {
     /// Provider name as configured (`openai`, `anthropic`, `scripted`).
     fn name(&self) -> &str;
-    /// Wire format family (`openai_chat`, `anthropic_messages`, `scripted`).
+    /// Wire format family (`openai_chat`, `openai_responses`,
+    /// `anthropic_messages`, `scripted`).
     fn api_family(&self) -> &str;
     /// Model name sent to the endpoint.
     fn model(&self) -> &str;

@@ -19,6 +19,7 @@ fn provider(wire: WireFormat, base_url: String, key: Option<&str>) -> HttpProvid
         api_key: key.map(str::to_string),
         request_timeout: Duration::from_secs(10),
         extra_headers: vec![("x-extra".into(), "1".into())],
+        encrypted_reasoning: false,
     })
     .unwrap()
 }
@@ -313,6 +314,7 @@ fn bad_header_is_a_configuration_error() {
         api_key: Some(format!("{KEY}\n")),
         request_timeout: Duration::from_secs(1),
         extra_headers: vec![],
+        encrypted_reasoning: false,
     })
     .unwrap_err();
     assert_no_key(&e);
