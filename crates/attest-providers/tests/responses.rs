@@ -94,7 +94,7 @@ fn input_types(body: &Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| format!("{}", i["type"].as_str().unwrap()))
+        .map(|i| i["type"].as_str().unwrap().to_string())
         .collect()
 }
 

@@ -410,6 +410,10 @@ mod tests {
         assert!(cut.ends_with("so the answer is 42"), "{cut}");
         assert!(crate::state::count_tokens(&cut) < 40, "{cut}");
         assert_eq!(ReasoningPolicy::Keep.apply(Some("  ")), None);
+        // Encrypted reasoning is opaque: kept whole under Keep, else not at all.
+        assert!(ReasoningPolicy::Keep.keeps_encrypted());
+        assert!(!ReasoningPolicy::Strip.keeps_encrypted());
+        assert!(!ReasoningPolicy::Budget { max_tokens: 20 }.keeps_encrypted());
     }
 
     #[test]

@@ -43,6 +43,8 @@ impl Interrupter {
     }
 }
 
+// One per model call, matched at once: boxing the response buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum ModelOutcome {
     Response(ModelResponse),
     Interrupted(Interrupt),
