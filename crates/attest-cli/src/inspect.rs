@@ -214,11 +214,17 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
             parse_failures,
             input_tokens,
             output_tokens,
+            cached_input_tokens,
             text,
             ..
         } => {
+            let cached = if *cached_input_tokens > 0 {
+                format!(" (cached {cached_input_tokens})")
+            } else {
+                String::new()
+            };
             let mut l = format!(
-                "  response: finish {}  tokens in {input_tokens} out {output_tokens}  calls [{}]",
+                "  response: finish {}  tokens in {input_tokens}{cached} out {output_tokens}  calls [{}]",
                 raw_finish_reason.as_deref().unwrap_or("(none)"),
                 parsed_calls.join(", ")
             );

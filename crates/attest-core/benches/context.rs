@@ -45,6 +45,7 @@ fn transcript(n: usize) -> Vec<TranscriptItem> {
         items.push(TranscriptItem::AssistantOutput {
             text: "Let me read it.".into(),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Commentary,
         });
         items.push(TranscriptItem::ToolCall {

@@ -72,6 +72,7 @@ mod tests {
         TranscriptItem::AssistantOutput {
             text: text.into(),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Answer,
         }
     }
@@ -82,6 +83,7 @@ mod tests {
             TranscriptItem::AssistantOutput {
                 text: "Let me check.".into(),
                 reasoning: None,
+                encrypted_reasoning: Vec::new(),
                 phase: AssistantPhase::Commentary,
             },
             TranscriptItem::ToolCall {

@@ -405,6 +405,7 @@ async fn manual_compaction_summarizes_earlier_turns_before_the_first_request() {
         TranscriptItem::AssistantOutput {
             text: "It says 42.".into(),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: attest_protocol::AssistantPhase::Answer,
         },
     ];
@@ -713,6 +714,7 @@ fn response(
     attest_providers::ModelResponse {
         text: text.to_string(),
         reasoning: None,
+        encrypted_reasoning: Vec::new(),
         finish: if calls.is_empty() {
             FinishKind::Stop
         } else {

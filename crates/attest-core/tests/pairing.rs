@@ -19,6 +19,7 @@ fn item() -> impl Strategy<Value = TranscriptItem> {
         2 => ("[a-z]{0,6}", any::<bool>()).prop_map(|(text, answer)| TranscriptItem::AssistantOutput {
             text,
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: if answer { AssistantPhase::Answer } else { AssistantPhase::Commentary },
         }),
         4 => id().prop_map(|call_id| TranscriptItem::ToolCall {

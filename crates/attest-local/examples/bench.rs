@@ -60,6 +60,7 @@ fn add_response(history: &mut Vec<TranscriptItem>, r: &ModelResponse, file: &str
     history.push(TranscriptItem::AssistantOutput {
         text: r.text.clone(),
         reasoning: None,
+        encrypted_reasoning: Vec::new(),
         phase,
     });
     for c in &r.tool_calls {

@@ -384,10 +384,12 @@ pub fn response_of(
     let usage = Usage {
         input_tokens: generation.prompt_tokens as u64,
         output_tokens: generation.generated_tokens as u64,
+        cached_input_tokens: 0,
     };
     let mut out = ModelResponse {
         text: String::new(),
         reasoning: None,
+        encrypted_reasoning: Vec::new(),
         tool_calls: Vec::new(),
         finish: if truncated {
             FinishKind::Length

@@ -586,6 +586,7 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
             TranscriptItem::AssistantOutput {
                 text: String::new(),
                 reasoning: None,
+                encrypted_reasoning: Vec::new(),
                 phase: AssistantPhase::Commentary,
             },
             TranscriptItem::ToolCall {

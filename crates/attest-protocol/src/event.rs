@@ -10,13 +10,22 @@ use serde::{Deserialize, Serialize};
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of `input_tokens`, those the provider read from its prompt cache,
+    /// where it reports them (SPEC D5: a stable prefix should show up here).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
 }
 
 impl Usage {
     pub fn add(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a response was a protocol error.

@@ -58,6 +58,9 @@ pub enum TraceRecord {
         parse_failures: Vec<String>,
         input_tokens: u64,
         output_tokens: u64,
+        /// Of `input_tokens`, those read from the provider's prompt cache.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cached_input_tokens: u64,
     },
     /// The raw model output of a response, kept for audit only.
     RawOutput { step: u32, raw: String },
@@ -121,4 +124,8 @@ pub struct ContextSource {
     pub bytes: usize,
     #[serde(default)]
     pub truncated: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

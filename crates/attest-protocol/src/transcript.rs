@@ -48,6 +48,11 @@ pub enum TranscriptItem {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning: Option<String>,
+        /// Provider-encrypted reasoning (OpenAI Responses `encrypted_content`),
+        /// opaque and kept verbatim so it can be passed back. Only stored
+        /// when the reasoning policy keeps reasoning whole.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        encrypted_reasoning: Vec<String>,
         phase: AssistantPhase,
     },
     ToolCall {

@@ -37,6 +37,7 @@ fn transcript(n: usize) -> Vec<TranscriptItem> {
         items.push(TranscriptItem::AssistantOutput {
             text: format!("Step {round}: let me look at the next file and search for the setting."),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Commentary,
         });
         for k in 0..2 {

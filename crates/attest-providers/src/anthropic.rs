@@ -167,6 +167,7 @@ fn usage_of(usage: Option<&Value>) -> Usage {
             + u64_field(u, "cache_creation_input_tokens")
             + u64_field(u, "cache_read_input_tokens"),
         output_tokens: u64_field(u, "output_tokens"),
+        cached_input_tokens: u64_field(u, "cache_read_input_tokens"),
     }
 }
 
@@ -209,6 +210,7 @@ impl Parts {
         ModelResponse {
             text: self.text,
             reasoning: self.reasoning,
+            encrypted_reasoning: Vec::new(),
             tool_calls: self.calls,
             finish: finish_kind(raw_finish_reason.as_deref()),
             raw_finish_reason,
@@ -325,7 +327,9 @@ impl StreamAccumulator {
                         self.usage.output_tokens = u64_field(u, "output_tokens");
                     }
                     if u.get("input_tokens").is_some() {
-                        self.usage.input_tokens = usage_of(Some(u)).input_tokens;
+                        let input = usage_of(Some(u));
+                        self.usage.input_tokens = input.input_tokens;
+                        self.usage.cached_input_tokens = input.cached_input_tokens;
                     }
                 }
             }

@@ -115,6 +115,7 @@ mod tests {
         ModelResponse {
             text: text.into(),
             reasoning: None,
+            encrypted_reasoning: vec![],
             tool_calls: vec![],
             finish: FinishKind::Stop,
             raw_finish_reason: Some("stop".into()),

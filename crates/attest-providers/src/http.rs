@@ -2,6 +2,7 @@
 //! wire format. The API key never appears in errors or `Debug` output.
 
 use crate::content_calls::{self, ContentToolCalls};
+use crate::responses::{self, ResponsesOptions};
 use crate::{
     anthropic, openai, sse, wire, ModelProvider, ModelRequest, ModelResponse, ProviderError,
     TextSink,
@@ -22,6 +23,8 @@ pub enum WireFormat {
     OpenAiChat,
     /// `POST {base_url}/v1/messages`; the base URL does not include `/v1`.
     AnthropicMessages,
+    /// `POST {base_url}/responses` (OpenAI Responses API); the base URL includes `/v1`.
+    OpenAiResponses,
 }
 
 impl WireFormat {
@@ -29,6 +32,7 @@ impl WireFormat {
         match self {
             WireFormat::OpenAiChat => "openai_chat",
             WireFormat::AnthropicMessages => "anthropic_messages",
+            WireFormat::OpenAiResponses => "openai_responses",
         }
     }
 }
@@ -47,6 +51,10 @@ pub struct HttpProviderConfig {
     /// Whether calls written in the content are read as calls
     /// ([`content_calls`]).
     pub content_tool_calls: ContentToolCalls,
+    /// Responses API only: ask for encrypted reasoning and pass back what
+    /// the transcript kept of it (set when the reasoning policy keeps
+    /// reasoning). Ignored by the other wire formats.
+    pub encrypted_reasoning: bool,
 }
 
 impl fmt::Debug for HttpProviderConfig {
@@ -59,6 +67,7 @@ impl fmt::Debug for HttpProviderConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
             .field("request_timeout", &self.request_timeout)
             .field("content_tool_calls", &self.content_tool_calls)
+            .field("encrypted_reasoning", &self.encrypted_reasoning)
             // Header values may hold secrets too; names are enough to debug.
             .field(
                 "extra_headers",
@@ -101,12 +110,13 @@ impl HttpProvider {
         let endpoint = match cfg.wire {
             WireFormat::OpenAiChat => format!("{base}/chat/completions"),
             WireFormat::AnthropicMessages => format!("{base}/v1/messages"),
+            WireFormat::OpenAiResponses => format!("{base}/responses"),
         };
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let key = cfg.api_key.as_deref().filter(|k| !k.is_empty());
         match cfg.wire {
-            WireFormat::OpenAiChat => {
+            WireFormat::OpenAiChat | WireFormat::OpenAiResponses => {
                 if let Some(key) = key {
                     headers.insert("authorization", secret_value(&format!("Bearer {key}"))?);
                 }
@@ -177,6 +187,9 @@ impl HttpProvider {
             WireFormat::AnthropicMessages => {
                 drain(events, anthropic::StreamAccumulator::new(), sink).await
             }
+            WireFormat::OpenAiResponses => {
+                drain(events, responses::StreamAccumulator::new(), sink).await
+            }
         }
     }
 
@@ -188,6 +201,13 @@ impl HttpProvider {
         let body = match self.cfg.wire {
             WireFormat::OpenAiChat => openai::build_body(request, &self.cfg.model),
             WireFormat::AnthropicMessages => anthropic::build_body(request, &self.cfg.model),
+            WireFormat::OpenAiResponses => responses::build_body(
+                request,
+                &self.cfg.model,
+                ResponsesOptions {
+                    encrypted_reasoning: self.cfg.encrypted_reasoning,
+                },
+            ),
         };
         let resp = self
             .client
@@ -216,6 +236,7 @@ impl HttpProvider {
             match self.cfg.wire {
                 WireFormat::OpenAiChat => openai::parse_response(&text)?,
                 WireFormat::AnthropicMessages => anthropic::parse_response(&text)?,
+                WireFormat::OpenAiResponses => responses::parse_response(&text)?,
             }
         };
         if self.cfg.content_tool_calls == ContentToolCalls::Auto {
@@ -255,7 +276,7 @@ impl ModelProvider for HttpProvider {
     }
 }
 
-/// What both stream accumulators offer.
+/// What every stream accumulator offers.
 trait Accumulator {
     fn push(&mut self, data: &str) -> Result<(), ProviderError>;
     fn text_so_far(&self) -> String;
@@ -283,6 +304,7 @@ macro_rules! accumulator {
 }
 accumulator!(openai::StreamAccumulator);
 accumulator!(anthropic::StreamAccumulator);
+accumulator!(responses::StreamAccumulator);
 
 /// Feed events until the terminator; stop reading there rather than wait for
 /// the server to close. A stream that ends early fails in `finish`.

@@ -14,13 +14,15 @@
 //! - Providers never decide terminal states; they report what came back,
 //!   including "tool use was signalled but nothing parsed" (an empty
 //!   `tool_calls` with [`FinishKind::ToolUse`]).
-//! - An incomplete stream (no `[DONE]` / `message_stop`) is an error, never an answer.
+//! - An incomplete stream (no `[DONE]` / `message_stop` / `response.completed`)
+//!   is an error, never an answer.
 
 pub mod anthropic;
 pub mod content_calls;
 pub mod http;
 pub mod openai;
 pub mod relaxed_json;
+pub mod responses;
 pub mod scripted;
 mod sse;
 pub mod text_protocol;

@@ -145,6 +145,7 @@ pub fn parse_response(body: &str) -> Result<ModelResponse, ProviderError> {
     Ok(ModelResponse {
         text: content_text(message.get("content")),
         reasoning: reasoning_of(message),
+        encrypted_reasoning: Vec::new(),
         tool_calls,
         finish: finish_kind(raw_finish_reason.as_deref()),
         raw_finish_reason,
@@ -177,6 +178,9 @@ fn usage_of(usage: Option<&Value>) -> Usage {
     Usage {
         input_tokens: u64_field(usage, "prompt_tokens"),
         output_tokens: u64_field(usage, "completion_tokens"),
+        cached_input_tokens: usage
+            .get("prompt_tokens_details")
+            .map_or(0, |d| u64_field(d, "cached_tokens")),
     }
 }
 
@@ -351,6 +355,7 @@ impl StreamAccumulator {
         Ok(ModelResponse {
             text: self.text,
             reasoning: self.reasoning,
+            encrypted_reasoning: Vec::new(),
             tool_calls,
             finish: finish_kind(self.finish_reason.as_deref()),
             raw_finish_reason: self.finish_reason,

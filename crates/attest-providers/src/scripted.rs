@@ -169,11 +169,13 @@ impl ScriptedResponse {
         ModelResponse {
             text: self.text.clone(),
             reasoning: self.reasoning.clone(),
+            encrypted_reasoning: Vec::new(),
             finish: finish_kind(&raw_finish),
             raw_finish_reason: Some(raw_finish),
             usage: Usage {
                 input_tokens: 0,
                 output_tokens: (self.text.len() / 4) as u64,
+                cached_input_tokens: 0,
             },
             raw: serde_json::json!({
                 "text": self.text,

@@ -20,6 +20,7 @@ fn provider(wire: WireFormat, base_url: String, key: Option<&str>) -> HttpProvid
         request_timeout: Duration::from_secs(10),
         extra_headers: vec![("x-extra".into(), "1".into())],
         content_tool_calls: Default::default(),
+        encrypted_reasoning: false,
     })
     .unwrap()
 }
@@ -315,6 +316,7 @@ fn bad_header_is_a_configuration_error() {
         request_timeout: Duration::from_secs(1),
         extra_headers: vec![],
         content_tool_calls: Default::default(),
+        encrypted_reasoning: false,
     })
     .unwrap_err();
     assert_no_key(&e);

@@ -36,6 +36,7 @@ fn commentary(text: &str) -> TranscriptItem {
     TranscriptItem::AssistantOutput {
         text: text.into(),
         reasoning: None,
+        encrypted_reasoning: Vec::new(),
         phase: AssistantPhase::Commentary,
     }
 }
@@ -121,6 +122,7 @@ fn history_snapshot() {
         TranscriptItem::AssistantOutput {
             text: "It does, 3 times.".into(),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Answer,
         },
     ];

@@ -31,6 +31,7 @@ fn history() -> Vec<TranscriptItem> {
         TranscriptItem::AssistantOutput {
             text: "Let me look at the config and search for the port.".into(),
             reasoning: Some("The config is probably in config.toml.".into()),
+            encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Commentary,
         },
         TranscriptItem::ToolCall {
@@ -65,6 +66,7 @@ fn history() -> Vec<TranscriptItem> {
         TranscriptItem::AssistantOutput {
             text: "The server listens on port 8080.".into(),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Answer,
         },
     ]

@@ -138,6 +138,7 @@ fn arb_items() -> impl Strategy<Value = Vec<TranscriptItem>> {
         Just(TranscriptItem::AssistantOutput {
             text: "a".into(),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: attest_protocol::AssistantPhase::Commentary,
         }),
     ];

@@ -59,7 +59,7 @@ pub struct Profile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSection {
-    /// `openai`, `anthropic`, `scripted` or `local`.
+    /// `openai`, `openai-responses`, `anthropic`, `scripted` or `local`.
     pub name: Option<String>,
     pub base_url: Option<String>,
     pub model: Option<String>,

@@ -33,6 +33,8 @@ pub fn no_env() -> EnvLookup {
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
     Openai,
+    /// The OpenAI Responses API (`/v1/responses`).
+    OpenaiResponses,
     Anthropic,
     Scripted,
     /// The embedded model, run in-process (the default when none is configured).
@@ -40,11 +42,18 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
-    pub const NAMES: [&'static str; 4] = ["openai", "anthropic", "scripted", "local"];
+    pub const NAMES: [&'static str; 5] = [
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "scripted",
+        "local",
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::Openai => "openai",
+            ProviderKind::OpenaiResponses => "openai-responses",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Scripted => "scripted",
             ProviderKind::Local => "local",
@@ -57,6 +66,7 @@ impl FromStr for ProviderKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "openai" => Ok(ProviderKind::Openai),
+            "openai-responses" | "openai_responses" => Ok(ProviderKind::OpenaiResponses),
             "anthropic" => Ok(ProviderKind::Anthropic),
             "scripted" => Ok(ProviderKind::Scripted),
             "local" => Ok(ProviderKind::Local),
@@ -204,11 +214,19 @@ pub fn build_provider(
             resolved.script = Some(script.clone());
             (Arc::new(p), format!("scripted {}", script.display()))
         }
-        ProviderKind::Openai | ProviderKind::Anthropic => {
+        ProviderKind::Openai | ProviderKind::OpenaiResponses | ProviderKind::Anthropic => {
             let (wire, name, url_env, key_env, default_url) = if kind == ProviderKind::Openai {
                 (
                     WireFormat::OpenAiChat,
                     "openai",
+                    "OPENAI_BASE_URL",
+                    "OPENAI_API_KEY",
+                    "https://api.openai.com/v1",
+                )
+            } else if kind == ProviderKind::OpenaiResponses {
+                (
+                    WireFormat::OpenAiResponses,
+                    "openai-responses",
                     "OPENAI_BASE_URL",
                     "OPENAI_API_KEY",
                     "https://api.openai.com/v1",
@@ -257,6 +275,8 @@ pub fn build_provider(
                 request_timeout: Duration::from_secs(file.request_timeout_secs.unwrap_or(300)),
                 extra_headers: Vec::new(),
                 content_tool_calls: file.content_tool_calls.unwrap_or_default(),
+                // Encrypted reasoning goes back only under `[run] reasoning = "keep"`.
+                encrypted_reasoning: config.run.reasoning.as_deref() == Some("keep"),
             })
             .map_err(|e| Error::Config(e.to_string()))?;
             let label = format!("{name} {model} at {}", http.endpoint());

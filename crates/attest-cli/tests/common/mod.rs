@@ -1,9 +1,11 @@
 //! Test support: a scripted model server on loopback that speaks the OpenAI
 //! chat and Anthropic Messages wire formats (streaming and not), validates
-//! every request like the real services do, and records what it was sent;
-//! plus helpers to run the real `attest` binary against it.
+//! every request like the real services do, and records what it was sent
+//! (the OpenAI Responses API has its own in `responses`); plus helpers to
+//! run the real `attest` binary against it.
 #![allow(dead_code)]
 
+pub mod responses;
 pub mod validate;
 mod wire;
 

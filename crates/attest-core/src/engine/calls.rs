@@ -40,6 +40,9 @@ impl Run<'_> {
                 text,
                 delta: false,
             })?;
+        } else if self.cfg.reasoning.keeps_encrypted() && !response.encrypted_reasoning.is_empty() {
+            // No text, but reasoning to pass back before these calls.
+            self.push_assistant(response, AssistantPhase::Commentary)?;
         }
         let calls: Vec<ParsedCall> = response
             .tool_calls

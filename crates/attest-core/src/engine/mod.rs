@@ -109,11 +109,13 @@ pub struct RunConfig {
     pub defer_tools_after: Option<usize>,
 }
 
-/// How reasoning content ("thinking") is kept (SPEC D6). It is never sent
-/// back to a provider: OpenAI-compatible servers such as DeepSeek reject it
-/// in input, and Anthropic requires signed thinking blocks attest does not
-/// replay. The policy decides what the transcript (and so budgets, traces
-/// and compaction) holds.
+/// How reasoning content ("thinking") is kept (SPEC D6). Reasoning text is
+/// never sent back to a provider: OpenAI-compatible servers such as DeepSeek
+/// reject it in input, and Anthropic requires signed thinking blocks attest
+/// does not replay. The one exception is provider-encrypted reasoning (the
+/// Responses API's `encrypted_content`), kept and passed back under `Keep`
+/// only. The policy decides what the transcript (and so budgets, traces and
+/// compaction) holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReasoningPolicy {
     /// Drop it (default): the answer and the receipts are what count.
@@ -126,6 +128,12 @@ pub enum ReasoningPolicy {
 }
 
 impl ReasoningPolicy {
+    /// Whether provider-encrypted reasoning is kept (and so passed back).
+    /// Only under `Keep`: an opaque blob cannot be cut to a budget.
+    pub fn keeps_encrypted(self) -> bool {
+        matches!(self, ReasoningPolicy::Keep)
+    }
+
     /// The reasoning to store for one response under this policy.
     pub fn apply(self, reasoning: Option<&str>) -> Option<String> {
         let text = reasoning.filter(|r| !r.trim().is_empty())?;
@@ -403,6 +411,10 @@ mod tests {
         assert!(cut.ends_with("so the answer is 42"), "{cut}");
         assert!(crate::state::count_tokens(&cut) < 40, "{cut}");
         assert_eq!(ReasoningPolicy::Keep.apply(Some("  ")), None);
+        // Encrypted reasoning is opaque: kept whole under Keep, else not at all.
+        assert!(ReasoningPolicy::Keep.keeps_encrypted());
+        assert!(!ReasoningPolicy::Strip.keeps_encrypted());
+        assert!(!ReasoningPolicy::Budget { max_tokens: 20 }.keeps_encrypted());
     }
 
     #[test]

@@ -43,6 +43,8 @@ impl Interrupter {
     }
 }
 
+// One per model call, matched at once: boxing the response buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum ModelOutcome {
     Response(ModelResponse),
     Interrupted(Interrupt),
@@ -280,6 +282,7 @@ impl Run<'_> {
             parse_failures: response.parse_failures.clone(),
             input_tokens: response.usage.input_tokens,
             output_tokens: response.usage.output_tokens,
+            cached_input_tokens: response.usage.cached_input_tokens,
         })?;
         self.trace(TraceRecord::RawOutput {
             step,

@@ -367,9 +367,17 @@ impl<'a> Run<'a> {
             .reasoning
             .apply(response.reasoning.as_deref())
             .map(|r| self.redact(&r));
+        // Opaque ciphertext: kept verbatim (redaction would break it), and
+        // only under a policy that keeps reasoning whole.
+        let encrypted_reasoning = if self.cfg.reasoning.keeps_encrypted() {
+            response.encrypted_reasoning.clone()
+        } else {
+            Vec::new()
+        };
         self.push(TranscriptItem::AssistantOutput {
             text: text.clone(),
             reasoning,
+            encrypted_reasoning,
             phase,
         })?;
         Ok(text)

@@ -306,6 +306,7 @@ fn an_unaccepted_answer_is_only_an_inference_even_with_a_matching_receipt() {
         TranscriptItem::AssistantOutput {
             text: "The port is 8080.".into(),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: attest_protocol::AssistantPhase::Answer,
         },
     ];

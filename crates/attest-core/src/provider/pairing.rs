@@ -190,6 +190,7 @@ mod tests {
         TranscriptItem::AssistantOutput {
             text: t.into(),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Commentary,
         }
     }

@@ -42,6 +42,9 @@ pub enum FinishKind {
 pub struct ModelResponse {
     pub text: String,
     pub reasoning: Option<String>,
+    /// Provider-encrypted reasoning to pass back verbatim on later requests
+    /// (OpenAI Responses `encrypted_content`); empty for other wire formats.
+    pub encrypted_reasoning: Vec<String>,
     pub tool_calls: Vec<ParsedCall>,
     pub finish: FinishKind,
     /// The finish / stop reason exactly as the provider sent it.
@@ -78,11 +81,16 @@ pub enum ProviderError {
     Decode(String),
     #[error("scripted provider: {0}")]
     Script(String),
+    /// The service answered, but reported the response itself as failed
+    /// (Responses `response.failed`, a stream `error` event).
+    #[error("the provider reported a failure: {message}")]
+    Failed { message: String, retryable: bool },
 }
 
 impl ProviderError {
     /// 408, 409, 429 and 5xx, transport failures and broken streams are
-    /// retried; other 4xx, undecodable bodies and script errors are not.
+    /// retried, and reported failures the service marks as transient;
+    /// other 4xx, undecodable bodies and script errors are not.
     pub fn is_retryable(&self) -> bool {
         match self {
             ProviderError::Http { status, .. } => {
@@ -90,6 +98,7 @@ impl ProviderError {
             }
             ProviderError::Transport(_) | ProviderError::IncompleteStream(_) => true,
             ProviderError::Decode(_) | ProviderError::Script(_) => false,
+            ProviderError::Failed { retryable, .. } => *retryable,
         }
     }
 

@@ -116,6 +116,7 @@ mod tests {
             TranscriptItem::AssistantOutput {
                 text: "It is surely 9999.".into(),
                 reasoning: None,
+                encrypted_reasoning: Vec::new(),
                 phase: AssistantPhase::Commentary,
             },
             TranscriptItem::ToolCall {

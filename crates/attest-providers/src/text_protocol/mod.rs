@@ -80,6 +80,8 @@ impl TextProtocolProvider {
         let mut out = ModelResponse {
             text: String::new(),
             reasoning: inner.reasoning,
+            // The rendered ReAct history cannot carry it back in place.
+            encrypted_reasoning: Vec::new(),
             tool_calls: Vec::new(),
             finish: FinishKind::Other,
             raw_finish_reason: inner.raw_finish_reason,

@@ -176,6 +176,7 @@ fn call_block(
         out.push(TranscriptItem::AssistantOutput {
             text: action_text(if n == 0 { thought } else { "" }, name, arguments),
             reasoning: None,
+            encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Commentary,
         });
         out.push(TranscriptItem::HarnessMessage {
@@ -194,6 +195,7 @@ fn assistant(text: String, original: &TranscriptItem) -> TranscriptItem {
     TranscriptItem::AssistantOutput {
         text,
         reasoning: None,
+        encrypted_reasoning: Vec::new(),
         phase,
     }
 }
