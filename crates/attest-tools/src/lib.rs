@@ -41,7 +41,9 @@ pub use failure::{FailureTracker, FingerprintKey, RetryPolicy};
 pub use middleware::{
     CallContext, ChainOutcome, Clearance, Denial, Middleware, MiddlewareDecision, PendingApproval,
 };
-pub use policy::{PermissionPolicy, PermissionsConfig, PolicyDecision};
+pub use policy::{
+    shell_command_is_read_only, PermissionPolicy, PermissionsConfig, PolicyDecision, ShellContext,
+};
 pub use redact::Redactor;
 pub use registry::{
     fingerprint_arguments, PrepareError, PreparedCall, RegistryError, ToolRegistry,

@@ -22,6 +22,9 @@ pub(super) struct Word {
     pub quoted: bool,
     /// Contains a substitution or a variable: the value is not known.
     pub expands: bool,
+    /// Has an unquoted `*`, `?` or `[`: the shell may expand it to file
+    /// names (which can start with `-` and so become options).
+    pub glob: bool,
 }
 
 pub(super) struct Lexer {
@@ -32,6 +35,8 @@ pub(super) struct Lexer {
     /// Heredocs whose bodies start after the next newline:
     /// (delimiter, quoted, strip leading tabs).
     heredocs: Vec<(String, bool, bool)>,
+    /// Heredoc bodies, in the order their `<<` operators appear.
+    pub heredoc_bodies: Vec<String>,
 }
 
 impl Lexer {
@@ -41,6 +46,7 @@ impl Lexer {
             pos: 0,
             subs: Vec::new(),
             heredocs: Vec::new(),
+            heredoc_bodies: Vec::new(),
         }
     }
 
@@ -77,8 +83,8 @@ impl Lexer {
                     self.subs.push(body);
                     tokens.push(Token::Word(Word {
                         text: format!("{c}(…)"),
-                        quoted: false,
                         expands: true,
+                        ..Word::default()
                     }));
                 }
                 '<' | '>' => {
@@ -184,6 +190,7 @@ impl Lexer {
             if !quoted {
                 self.subs.extend(scan_substitutions(&body));
             }
+            self.heredoc_bodies.push(body);
         }
     }
 
@@ -227,7 +234,7 @@ impl Lexer {
                     w.quoted = true;
                     self.double_quoted(&mut w)?;
                 }
-                '$' => self.dollar(&mut w)?,
+                '$' => self.dollar(&mut w, false)?,
                 '`' => {
                     self.pos += 1;
                     let body = self.backtick_body()?;
@@ -236,6 +243,7 @@ impl Lexer {
                     w.expands = true;
                 }
                 c => {
+                    w.glob |= matches!(c, '*' | '?' | '[');
                     w.text.push(c);
                     self.pos += 1;
                 }
@@ -264,7 +272,7 @@ impl Lexer {
                     }
                     self.pos += 2;
                 }
-                Some('$') => self.dollar(w)?,
+                Some('$') => self.dollar(w, true)?,
                 Some('`') => {
                     self.pos += 1;
                     let body = self.backtick_body()?;
@@ -280,10 +288,23 @@ impl Lexer {
         }
     }
 
-    /// `$(…)`, `$((…))`, `${…}`, `$NAME`, or a lone `$`.
-    fn dollar(&mut self, w: &mut Word) -> Result<(), ParseError> {
+    /// `$(…)`, `$((…))`, `${…}`, `$NAME`, `$'…'` (ANSI-C quoting, as bash
+    /// and zsh read it), `$"…"`, or a lone `$`.
+    fn dollar(&mut self, w: &mut Word, in_double_quotes: bool) -> Result<(), ParseError> {
         self.pos += 1;
         match self.peek(0) {
+            Some('\'' | '"') if in_double_quotes => w.text.push('$'),
+            Some('\'') => {
+                self.pos += 1;
+                w.quoted = true;
+                self.ansi_c_quoted(w)?;
+            }
+            Some('"') => {
+                // bash's locale-translated string: a double-quoted one here.
+                self.pos += 1;
+                w.quoted = true;
+                self.double_quoted(w)?;
+            }
             Some('(') => {
                 self.pos += 1;
                 let arithmetic = self.peek(0) == Some('(');
@@ -339,6 +360,80 @@ impl Lexer {
             _ => w.text.push('$'),
         }
         Ok(())
+    }
+
+    /// The body of `$'…'` after the opening quote, escapes decoded, so
+    /// `$'\x72\x6d'` is the word `rm` it runs as.
+    fn ansi_c_quoted(&mut self, w: &mut Word) -> Result<(), ParseError> {
+        loop {
+            let Some(c) = self.peek(0) else {
+                return Err(ParseError::Unbalanced("$' quote"));
+            };
+            self.pos += 1;
+            match c {
+                '\'' => return Ok(()),
+                '\\' => {
+                    let Some(e) = self.peek(0) else {
+                        return Err(ParseError::Unbalanced("$' quote"));
+                    };
+                    self.pos += 1;
+                    match e {
+                        'a' => w.text.push('\u{7}'),
+                        'b' => w.text.push('\u{8}'),
+                        'e' | 'E' => w.text.push('\u{1b}'),
+                        'f' => w.text.push('\u{c}'),
+                        'n' => w.text.push('\n'),
+                        'r' => w.text.push('\r'),
+                        't' => w.text.push('\t'),
+                        'v' => w.text.push('\u{b}'),
+                        'x' => self.push_code(w, 16, 2),
+                        'u' => self.push_code(w, 16, 4),
+                        'U' => self.push_code(w, 16, 8),
+                        '0'..='7' => {
+                            self.pos -= 1;
+                            self.push_code(w, 8, 3);
+                        }
+                        'c' => {
+                            if let Some(ctl) = self.peek(0) {
+                                self.pos += 1;
+                                w.text.push(char::from((ctl as u8) & 0x1f));
+                            }
+                        }
+                        other => {
+                            if !matches!(other, '\\' | '\'' | '"' | '?') {
+                                w.text.push('\\');
+                            }
+                            w.text.push(other);
+                        }
+                    }
+                }
+                c => w.text.push(c),
+            }
+        }
+    }
+
+    /// Up to `max` digits in `radix` as one character (`\x41`, `\101`).
+    fn push_code(&mut self, w: &mut Word, radix: u32, max: usize) {
+        let mut value = 0u32;
+        let mut digits = 0;
+        while digits < max {
+            match self.peek(0).and_then(|c| c.to_digit(radix)) {
+                Some(d) => {
+                    value = value.saturating_mul(radix).saturating_add(d);
+                    self.pos += 1;
+                    digits += 1;
+                }
+                None => break,
+            }
+        }
+        if digits == 0 {
+            return;
+        }
+        // Bytes above ASCII in `\x` form are raw bytes in bash; a
+        // replacement character keeps the word text valid and unlike any
+        // program name.
+        w.text
+            .push(char::from_u32(value).unwrap_or(char::REPLACEMENT_CHARACTER));
     }
 
     /// The body of `( … )` after the opening paren, up to its match,
