@@ -27,6 +27,7 @@ pub mod failure;
 pub mod middleware;
 pub mod policy;
 mod process;
+pub mod protected;
 pub mod redact;
 mod registry;
 pub mod sandbox;

@@ -142,10 +142,12 @@ fn sandbox_note(ctx: &ToolContext, stderr: &str) -> Option<&'static str> {
     report.mechanism?;
     let text = if report.network_allowed {
         "\n[attest] Commands run in a sandbox: writes are allowed only inside the workspace and \
-         $TMPDIR. Work within those limits or ask the user."
+         $TMPDIR, and `.attest/`, `attest.toml` and `.git/` are read-only. Work within those \
+         limits or ask the user."
     } else {
         "\n[attest] Commands run in a sandbox: writes are allowed only inside the workspace and \
-         $TMPDIR, and network access is off. Work within those limits or ask the user."
+         $TMPDIR, `.attest/`, `attest.toml` and `.git/` are read-only, and network access is \
+         off. Work within those limits or ask the user."
     };
     const SIGNS: [&str; 5] = [
         "Read-only file system",
