@@ -18,7 +18,8 @@ use attest_providers::ModelProvider;
 use attest_tools::failure::default_key_path;
 use attest_tools::middleware::standard_chain;
 use attest_tools::{
-    builtin_tools, skill_tool, CommandTool, Tool, ToolContext, ToolRegistry, Workspace,
+    builtin_tools, skill_tool, CommandTool, ShellContext, Tool, ToolContext, ToolEnv, ToolRegistry,
+    Workspace,
 };
 use attest_tools::{
     FailureTracker, FingerprintKey, PermissionPolicy, Redactor, RetryPolicy as ToolRetryPolicy,
@@ -483,6 +484,7 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
     };
     let mut tool_ctx = ToolContext {
         hidden_env,
+        env: ToolEnv::from_process(&file.sandbox.env_passthrough),
         ..ToolContext::new(workspace.clone())
     };
     if let Some(sandbox) = safety.sandbox {
@@ -678,8 +680,12 @@ fn install_safety(
     secrets: &[String],
 ) -> Result<Safety> {
     let mode = file.sandbox.mode.unwrap_or(SandboxMode::WorkspaceWrite);
-    let mut policy =
-        PermissionPolicy::new(file.permissions.clone()).context("invalid [permissions]")?;
+    let mut policy = PermissionPolicy::new(file.permissions.clone())
+        .context("invalid [permissions]")?
+        .with_shell_context(ShellContext::new(
+            workspace.root(),
+            std::env::var_os("PATH"),
+        ));
     let unknown = policy.unknown_tools(&registry.names());
     if !unknown.is_empty() {
         bail!(

@@ -23,6 +23,7 @@
 mod builtin;
 mod command;
 pub mod doom_loop;
+pub mod env;
 pub mod failure;
 pub mod middleware;
 pub mod policy;
@@ -38,6 +39,7 @@ pub use builtin::builtin_tools;
 pub use builtin::skill::{self as skills, skill_tool};
 pub use command::{CommandTool, CommandToolConfig, CommandToolError};
 pub use doom_loop::{DoomLoopGuard, DoomLoopSignal};
+pub use env::ToolEnv;
 pub use failure::{FailureTracker, FingerprintKey, RetryPolicy};
 pub use middleware::{
     CallContext, ChainOutcome, Clearance, Denial, Middleware, MiddlewareDecision, PendingApproval,
@@ -137,11 +139,16 @@ impl ToolOutput {
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     pub workspace: Workspace,
+    /// The environment child processes of tools get: an allow list plus
+    /// configured pass-through names (SPEC F14). The default is the allow
+    /// list of this process's environment.
+    pub env: ToolEnv,
     /// Environment variables removed from every child process a tool starts
-    /// (the provider's API key variable, …): tools never see harness secrets.
+    /// (the provider's API key variable, …), even when passed through:
+    /// tools never see harness secrets.
     pub hidden_env: Vec<String>,
-    /// The sandbox the `shell` tool runs commands in; `None` runs them
-    /// unconfined (tests, `SandboxMode::Off`).
+    /// The sandbox the `shell` tool and command tools run in; `None` runs
+    /// them unconfined (tests, `SandboxMode::Off`).
     pub sandbox: Option<Arc<Sandbox>>,
 }
 
@@ -149,6 +156,7 @@ impl ToolContext {
     pub fn new(workspace: Workspace) -> Self {
         ToolContext {
             workspace,
+            env: ToolEnv::from_process(&[]),
             hidden_env: Vec::new(),
             sandbox: None,
         }
@@ -159,11 +167,37 @@ impl ToolContext {
         self
     }
 
-    /// Remove the hidden variables from a command about to be spawned.
-    pub fn scrub_env(&self, cmd: &mut tokio::process::Command) {
-        for var in &self.hidden_env {
-            cmd.env_remove(var);
+    pub fn with_env(mut self, env: ToolEnv) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// A child process for a tool, in the workspace root: inside the
+    /// run's sandbox when `sandboxed` (and there is one), with the scrubbed
+    /// environment (and the sandbox's private `TMPDIR`).
+    pub fn command(
+        &self,
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[&str],
+        sandboxed: bool,
+    ) -> Result<tokio::process::Command, sandbox::SandboxError> {
+        let root = self.workspace.root();
+        let sandbox = self.sandbox.as_ref().filter(|_| sandboxed);
+        let mut cmd = match sandbox {
+            Some(sandbox) => sandbox.command(program, args, root)?,
+            None => {
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args).current_dir(root);
+                cmd
+            }
+        };
+        self.env.apply(&mut cmd, &self.hidden_env);
+        if let Some(tmp) = sandbox.and_then(|s| s.tmp_dir()) {
+            for var in ["TMPDIR", "TMP", "TEMP"] {
+                cmd.env(var, tmp);
+            }
         }
+        Ok(cmd)
     }
 }
 

@@ -71,22 +71,13 @@ impl Tool for Shell {
             Ok(a) => a,
             Err(out) => return *out,
         };
-        let root = ctx.workspace.root();
-        let mut cmd = match &ctx.sandbox {
-            Some(sandbox) => match sandbox.command("sh", &["-c", &args.command], root) {
-                Ok(cmd) => cmd,
-                Err(e) => {
-                    return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
-                        .with_error_type(ErrorType::SpawnFailed)
-                }
-            },
-            None => {
-                let mut cmd = tokio::process::Command::new("sh");
-                cmd.arg("-c").arg(&args.command).current_dir(root);
-                cmd
+        let cmd = match ctx.command("sh", &["-c", &args.command], true) {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
+                    .with_error_type(ErrorType::SpawnFailed)
             }
         };
-        ctx.scrub_env(&mut cmd);
         // The registry enforces `timeout()`; dropping the run kills the
         // command's whole process group.
         let finished = match process::run(cmd, None, None, STREAM_LIMIT).await {
