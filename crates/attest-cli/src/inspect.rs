@@ -1,7 +1,7 @@
 //! `attest sessions`, `attest runs` and `attest trace`: reading the store.
 
 use crate::render::one_line;
-use crate::store_log::open_store;
+use crate::store_log::{open_store, verify_log, Unchained};
 use anyhow::Result;
 use attest_protocol::{EventBody, LogEntry, TraceRecord, TranscriptItem};
 use attest_store::{RunRecord, Store};
@@ -97,6 +97,7 @@ pub fn runs(args: RunsArgs) -> Result<()> {
 pub fn trace(args: TraceArgs) -> Result<()> {
     let store = open_store(&args.ws.workspace)?;
     let run = store.run(&args.run)?;
+    verify_log(&store, &run.id, "trace", Unchained::Warn)?;
     let entries = store.entries(&run.id)?;
     if args.raw {
         let artifacts = store.artifacts(&run.id)?;

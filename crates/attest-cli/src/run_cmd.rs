@@ -2,7 +2,7 @@
 
 use crate::output::Output;
 use crate::setup::{prepare, EngineArgs, Prepared, StoredSettings};
-use crate::store_log::{open_store, resume_state, StoreLog};
+use crate::store_log::{open_store, resume_state, verify_log, StoreLog, Unchained};
 use crate::EXIT_USAGE;
 use anyhow::{bail, Context, Result};
 use attest_core::state::{AgentState, SliceFilter};
@@ -77,6 +77,7 @@ async fn start_run(args: RunArgs) -> Result<u8> {
     prepared.cfg.prior_history = earlier_turns(&prepared, &mut store, &session, None).await?;
     if let Some(from) = &args.handoff_from {
         let source = store.run(from)?;
+        verify_log(&store, &source.id, "--handoff-from", Unchained::Warn)?;
         if source.session_id == session {
             bail!("--handoff-from {from}: a handoff starts a separate session; drop --session {session} or pick another");
         }
@@ -119,6 +120,7 @@ async fn start_run(args: RunArgs) -> Result<u8> {
 async fn start_resume(args: ResumeArgs) -> Result<u8> {
     let store = open_store(&args.engine.workspace)?;
     let record = store.run(&args.run)?;
+    verify_log(&store, &record.id, "resume", Unchained::Refuse)?;
     if !record.is_running() {
         bail!(
             "run {} already ended: {} ({})",
@@ -200,6 +202,7 @@ pub(crate) async fn earlier_turns(
         if Some(run.id.as_str()) == before {
             break;
         }
+        verify_log(store, &run.id, "session history", Unchained::Warn)?;
         if run.is_running() {
             if !run.is_orphaned() {
                 bail!(

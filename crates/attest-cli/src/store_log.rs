@@ -1,10 +1,10 @@
 //! The run store as the engine's [`RunLog`], and the helpers commands share
 //! to open it and read a run back.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use attest_core::{LogError, ResumeState, RunLog};
 use attest_protocol::{LogEntry, TraceRecord};
-use attest_store::{SqliteStore, Store};
+use attest_store::{ChainVerdict, SqliteStore, Store};
 use std::path::{Path, PathBuf};
 
 /// `<workspace>/.attest/attest.db`.
@@ -50,4 +50,42 @@ pub fn resume_state(store: &SqliteStore, run_id: &str) -> Result<ResumeState> {
         }
     }
     Ok(state)
+}
+
+/// What to do with a run recorded before the store's hash chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unchained {
+    /// Read it, saying on stderr that it cannot be verified.
+    Warn,
+    /// Refuse it: the caller would act on it (resume).
+    Refuse,
+}
+
+/// Checks a run's hash chain before its log is read back (SPEC F14): a
+/// broken chain is an error naming the first bad entry; `doing` says what
+/// was refused (`resume`, `trace`).
+pub fn verify_log(
+    store: &SqliteStore,
+    run_id: &str,
+    doing: &str,
+    unchained: Unchained,
+) -> Result<()> {
+    match store.verify_chain(run_id)? {
+        ChainVerdict::Intact { .. } => Ok(()),
+        ChainVerdict::Unchained { .. } if unchained == Unchained::Warn => {
+            eprintln!(
+                "attest: run {run_id} was recorded before the store kept a hash chain; its log \
+                 cannot be verified"
+            );
+            Ok(())
+        }
+        ChainVerdict::Unchained { .. } => bail!(
+            "run {run_id} was recorded before the store kept a hash chain, so its log cannot be \
+             verified; {doing} refuses it"
+        ),
+        ChainVerdict::Broken(b) => bail!(
+            "run {run_id}: the log's hash chain is broken at {b}. The store was changed outside \
+             attest; {doing} refuses it"
+        ),
+    }
 }

@@ -355,3 +355,115 @@ command = ["sh", "-c", "cat >/dev/null; echo x > '{}' && echo '{{}}'"]
     assert!(!confined.exists(), "a sandboxed command tool wrote outside");
     assert!(free.exists());
 }
+
+/// Drops the append-only triggers and rewrites the first entry of `run`
+/// whose type is `entry_type`, replacing `from` by `to` in its JSON, as an
+/// attacker with access to the file would. Returns the entry's 1-based
+/// position in the run's log.
+fn tamper(ws: &TestWorkspace, run: &str, entry_type: &str, from: &str, to: &str) -> usize {
+    let conn = rusqlite::Connection::open(ws.path().join(".attest/attest.db")).unwrap();
+    conn.execute_batch("DROP TRIGGER entries_no_update; DROP TRIGGER entries_no_delete;")
+        .unwrap();
+    let rows: Vec<(i64, String, String)> = {
+        let mut stmt = conn
+            .prepare("SELECT id, type, body FROM entries WHERE run_id = ?1 ORDER BY id")
+            .unwrap();
+        stmt.query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let (index, (id, _, body)) = rows
+        .iter()
+        .enumerate()
+        .find(|(_, (_, t, b))| t == entry_type && b.contains(from))
+        .unwrap_or_else(|| panic!("no {entry_type} entry with {from}"));
+    conn.execute(
+        "UPDATE entries SET body = ?2 WHERE id = ?1",
+        rusqlite::params![id, body.replace(from, to)],
+    )
+    .unwrap();
+    index + 1
+}
+
+#[tokio::test]
+async fn trace_and_resume_refuse_a_tampered_log_naming_the_first_bad_entry() {
+    let v = VARIANTS[1];
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(
+        v,
+        vec![
+            Turn::tool("read_file", json!({"path": "config.toml"})),
+            Turn::Delayed {
+                delay: std::time::Duration::from_secs(20),
+                turn: Box::new(Turn::text("too late")),
+            },
+            Turn::text("The port is 8080."),
+        ],
+    )
+    .await;
+    let (code, lines) = run_and_signal(
+        &model,
+        &ws,
+        &["Which port?"],
+        "-KILL",
+        "\"type\":\"tool_result\"",
+    )
+    .await;
+    assert_eq!(code, None, "killed mid-run");
+    let run_id = serde_json::from_str::<serde_json::Value>(&lines[0]).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let trace_args = || {
+        vec![
+            "trace".to_string(),
+            run_id.clone(),
+            "-C".to_string(),
+            ws.path().display().to_string(),
+        ]
+    };
+    // Untouched, the log reads back.
+    let before = run_binary(trace_args(), &[]).await;
+    assert_eq!(before.code, 0, "{}", before.describe());
+
+    // The tool result now claims another port.
+    let seq = tamper(&ws, &run_id, "tool_result", "8080", "9999");
+    let trace = run_binary(trace_args(), &[]).await;
+    assert_eq!(trace.code, 2, "{}", trace.describe());
+    assert!(
+        trace.stderr.contains("hash chain is broken")
+            && trace.stderr.contains(&format!("at entry {seq} (row ")),
+        "{}",
+        trace.describe()
+    );
+    assert!(!trace.stdout.contains("9999"), "{}", trace.describe());
+
+    let requests_before = model.requests().len();
+    let resume = run_binary(
+        vec![
+            "resume".into(),
+            run_id.clone(),
+            "--json".into(),
+            "--base-url".into(),
+            model.base_url(),
+            "-C".into(),
+            ws.path().display().to_string(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(resume.code, 2, "{}", resume.describe());
+    assert!(
+        resume.stderr.contains(&format!("at entry {seq} (row "))
+            && resume.stderr.contains("resume refuses it"),
+        "{}",
+        resume.describe()
+    );
+    assert_eq!(
+        model.requests().len(),
+        requests_before,
+        "resume reached the model"
+    );
+    assert!(resume.events.is_empty(), "{}", resume.describe());
+}
