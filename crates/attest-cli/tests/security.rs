@@ -44,6 +44,11 @@ const BYPASSES: &[(&str, &str, &[&str])] = &[
     ("m10", "git status", &["git"]),
     ("m11", "bash -c \"$'\\x74ouch' m11\"", &["bash"]),
     ("m12", "rg --pre ./pre.sh x", &["rg"]),
+    (
+        "m13",
+        "bash -c \"x='a[\\$(touch m13)]'; echo \\$((x))\"",
+        &["bash"],
+    ),
 ];
 
 fn bypass_workspace() -> TestWorkspace {

@@ -428,14 +428,19 @@ mod tests {
                 target.display()
             ),
         );
-        let sandbox = Sandbox::new(SandboxOptions::new(SandboxMode::WorkspaceWrite), f.dir.path())
-            .unwrap();
+        let sandbox = Sandbox::new(
+            SandboxOptions::new(SandboxMode::WorkspaceWrite),
+            f.dir.path(),
+        )
+        .unwrap();
         if sandbox.report().mechanism.is_none() {
             println!("no sandbox mechanism here: {}", sandbox.report().note);
             return;
         }
         let ctx = f.ctx.clone().with_sandbox(std::sync::Arc::new(sandbox));
-        let confined = f.tool(config(json!({"command": ["./bin/write.sh"], "evidence": null})));
+        let confined = f.tool(config(
+            json!({"command": ["./bin/write.sh"], "evidence": null}),
+        ));
         assert!(confined.sandboxed());
         let out = confined.execute(json!({}), &ctx).await;
         assert!(!out.success, "{}", out.output);
@@ -467,7 +472,9 @@ mod tests {
             &["PASSED".to_string()],
         );
         let ctx = f.ctx.clone().with_env(env);
-        let tool = f.tool(config(json!({"command": ["./bin/env.sh"], "evidence": "/passed"})));
+        let tool = f.tool(config(
+            json!({"command": ["./bin/env.sh"], "evidence": "/passed"}),
+        ));
         let out = tool.execute(json!({}), &ctx).await;
         assert!(out.success, "{}", out.output);
         assert_eq!(out.output, r#"{"secret": "", "passed": "yes"}"#);

@@ -94,12 +94,27 @@ mod tests {
                 ("CARGO_TARGET_DIR", "/t"),
                 ("MY_TOOL_URL", "http://x"),
             ]),
-            &["MY_TOOL_URL".to_string(), "CARGO_*".to_string(), "*".to_string()],
+            &[
+                "MY_TOOL_URL".to_string(),
+                "CARGO_*".to_string(),
+                "*".to_string(),
+            ],
         );
-        let names: Vec<&str> = env.vars().iter().map(|(n, _)| n.to_str().unwrap()).collect();
+        let names: Vec<&str> = env
+            .vars()
+            .iter()
+            .map(|(n, _)| n.to_str().unwrap())
+            .collect();
         assert_eq!(
             names,
-            ["CARGO_HOME", "CARGO_TARGET_DIR", "HOME", "LC_ALL", "MY_TOOL_URL", "PATH"]
+            [
+                "CARGO_HOME",
+                "CARGO_TARGET_DIR",
+                "HOME",
+                "LC_ALL",
+                "MY_TOOL_URL",
+                "PATH"
+            ]
         );
         assert_eq!(env.get("PATH"), Some(OsStr::new("/usr/bin")));
         assert_eq!(env.get("GITHUB_TOKEN"), None);
@@ -122,7 +137,13 @@ mod tests {
             .filter(|n| !matches!(*n, "PWD" | "SHLVL" | "_" | "OLDPWD"))
             .collect();
         assert_eq!(names.len(), 2, "{text}");
-        assert!(text.contains("KEEP=1") && text.contains("PATH=/usr/bin:/bin"), "{text}");
-        assert!(!text.contains("API_KEY"), "hidden wins over pass-through: {text}");
+        assert!(
+            text.contains("KEEP=1") && text.contains("PATH=/usr/bin:/bin"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("API_KEY"),
+            "hidden wins over pass-through: {text}"
+        );
     }
 }

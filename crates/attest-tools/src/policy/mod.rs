@@ -438,6 +438,11 @@ impl Ctx<'_> {
         if part.reads_program {
             return Some("runs a program read from its input".to_string());
         }
+        if part.evaluates {
+            return Some(
+                "evaluates a value as arithmetic, which can run the commands it holds".to_string(),
+            );
+        }
         if let Some((name, _)) = part
             .assignments
             .iter()

@@ -246,6 +246,7 @@ pub(crate) fn read_only(part: &Part, ctx: &ShellContext) -> Option<String> {
         || part.complex
         || part.transparent
         || part.reads_program
+        || part.evaluates
         || part.writes_file()
         || !part
             .assignments

@@ -168,6 +168,15 @@ const BYPASSES: &[(&str, Permission)] = &[
     ("$'\\x72\\x6d' -rf x", Ask),
     ("$'\\x72\\x6d' -rf /", Deny),
     ("$'\\x6c\\x73' -la", Allow),
+    // bash evaluates a value as arithmetic, running what it holds.
+    ("x='a[$(touch m)]'; echo $((x))", Ask),
+    ("echo $((y + 1))", Ask),
+    ("s=hello; echo ${s:y}", Ask),
+    ("echo ${!x}", Ask),
+    ("echo ${a[$i]}", Ask),
+    ("cat <<EOF\n$((x))\nEOF", Ask),
+    ("echo $((2 * 3)) ${s:-default} ${#s} ${s%.rs}", Allow),
+    ("cat <<'EOF'\n$((x))\nEOF", Allow),
     // Programs fed their code.
     ("echo dG91Y2ggeA== | base64 -d | sh", Ask),
     ("cat f | bash -s", Ask),

@@ -25,6 +25,9 @@ pub(super) struct Word {
     /// Has an unquoted `*`, `?` or `[`: the shell may expand it to file
     /// names (which can start with `-` and so become options).
     pub glob: bool,
+    /// Evaluates a variable's value as arithmetic (`$((x))`, `${s:x}`,
+    /// `${a[x]}`, `${!x}`), which in bash runs any `$(…)` inside the value.
+    pub evaluates: bool,
 }
 
 pub(super) struct Lexer {
@@ -35,8 +38,9 @@ pub(super) struct Lexer {
     /// Heredocs whose bodies start after the next newline:
     /// (delimiter, quoted, strip leading tabs).
     heredocs: Vec<(String, bool, bool)>,
-    /// Heredoc bodies, in the order their `<<` operators appear.
-    pub heredoc_bodies: Vec<String>,
+    /// Heredoc bodies, in the order their `<<` operators appear, each with
+    /// whether expanding it evaluates a value as arithmetic.
+    pub heredoc_bodies: Vec<(String, bool)>,
 }
 
 impl Lexer {
@@ -187,10 +191,11 @@ impl Lexer {
                 body.push_str(&line);
                 body.push('\n');
             }
+            let evaluates = !quoted && expansion_evaluates(&body);
             if !quoted {
                 self.subs.extend(scan_substitutions(&body));
             }
-            self.heredoc_bodies.push(body);
+            self.heredoc_bodies.push((body, evaluates));
         }
     }
 
@@ -311,8 +316,10 @@ impl Lexer {
                 let body = self.balanced_parens()?;
                 if arithmetic {
                     // `$((…))`: the body (inner parens included) is an
-                    // expression; only substitutions inside it run.
+                    // expression; only substitutions inside it run, but a
+                    // name in it is evaluated in turn.
                     self.subs.extend(scan_substitutions(&body));
+                    w.evaluates |= arithmetic_names(&body);
                     w.text.push_str("$((…))");
                 } else {
                     self.subs.push(body);
@@ -336,6 +343,7 @@ impl Lexer {
                 }
                 let body: String = self.chars[start..self.pos - 1].iter().collect();
                 self.subs.extend(scan_substitutions(&body));
+                w.evaluates |= parameter_evaluates(&body);
                 w.text.push_str("${");
                 w.text.push_str(&body);
                 w.text.push('}');
@@ -540,4 +548,47 @@ fn scan_substitutions(text: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// True when an arithmetic expression names a variable (or expands one):
+/// its value is then evaluated as arithmetic too.
+fn arithmetic_names(expr: &str) -> bool {
+    expr.chars()
+        .any(|c| c.is_ascii_alphabetic() || c == '_' || c == '$' || c == '[')
+}
+
+/// True when a `${…}` body evaluates arithmetic: an offset (`s:x`, but not
+/// the `:-` `:=` `:+` `:?` defaults), a subscript (`a[x]`) or indirection
+/// (`!x`).
+fn parameter_evaluates(body: &str) -> bool {
+    if body.starts_with('!') || body.contains('[') {
+        return true;
+    }
+    let name_len = body
+        .char_indices()
+        .find(|(i, c)| !(c.is_ascii_alphanumeric() || *c == '_' || (*i == 0 && *c == '#')))
+        .map_or(body.len(), |(i, _)| i);
+    let rest = &body[name_len..];
+    rest.strip_prefix(':')
+        .is_some_and(|after| !after.starts_with(['-', '=', '+', '?']))
+}
+
+/// True when expanding `text` (an unquoted heredoc body) evaluates a
+/// value as arithmetic.
+fn expansion_evaluates(text: &str) -> bool {
+    let mut lexer = Lexer::new(text);
+    let mut w = Word::default();
+    while let Some(c) = lexer.peek(0) {
+        if c == '\\' {
+            lexer.pos += 2;
+        } else if c == '$' {
+            if lexer.dollar(&mut w, true).is_err() {
+                // Unbalanced: be safe.
+                return true;
+            }
+        } else {
+            lexer.pos += 1;
+        }
+    }
+    w.evaluates
 }

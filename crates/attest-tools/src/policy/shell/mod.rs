@@ -85,6 +85,9 @@ pub(crate) struct Part {
     /// A shell or interpreter that reads its program from standard input
     /// (a pipe, a redirection, a heredoc): code the policy cannot read.
     pub reads_program: bool,
+    /// Some word (or heredoc) evaluates a value as arithmetic, which in
+    /// bash runs any command substitution the value holds.
+    pub evaluates: bool,
     /// A construct this splitter does not follow (`case`, functions).
     pub complex: bool,
     /// Replaced by the commands of its script (`sh -c`, `eval`): only deny
@@ -335,7 +338,7 @@ struct Normalized {
 
 /// Strips what does not decide the command, and finds scripts and
 /// commands that this one runs.
-fn normalize(raw: RawCommand, heredoc_bodies: &[String]) -> Normalized {
+fn normalize(raw: RawCommand, heredoc_bodies: &[(String, bool)]) -> Normalized {
     let mut part = Part {
         redirects: raw.redirects,
         complex: raw.complex,
@@ -390,6 +393,11 @@ fn normalize(raw: RawCommand, heredoc_bodies: &[String]) -> Normalized {
         .filter(|w| w.glob)
         .map(|w| w.text.clone())
         .collect();
+    part.evaluates = words.iter().any(|w| w.evaluates)
+        || raw
+            .heredocs
+            .iter()
+            .any(|&i| heredoc_bodies.get(i).is_some_and(|(_, e)| *e));
     part.words = words.iter().map(|w| w.text.clone()).collect();
     if part.words != original {
         part.raw_words = Some(original);
@@ -429,7 +437,7 @@ fn normalize(raw: RawCommand, heredoc_bodies: &[String]) -> Normalized {
                 let here_strings = part.redirects.iter().filter(|r| r.op == "<<<");
                 scripts.extend(here_strings.map(|r| r.target.clone()));
                 let heredocs = raw.heredocs.iter().filter_map(|&i| heredoc_bodies.get(i));
-                scripts.extend(heredocs.cloned());
+                scripts.extend(heredocs.map(|(body, _)| body.clone()));
             }
             let stdin_fed = part.stage > 0
                 || part
