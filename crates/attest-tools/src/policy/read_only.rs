@@ -286,6 +286,10 @@ pub(crate) fn read_only(part: &Part, ctx: &ShellContext) -> Option<String> {
     if !args_stay_local || !inputs_stay_local {
         return None;
     }
+    // bash's `printf -v NAME` assigns (`printf -v PATH .`).
+    if p == "printf" && w.iter().skip(1).any(|a| a.starts_with("-v")) {
+        return None;
+    }
     if PLAIN.contains(&p) {
         return Some(format!("{p}*"));
     }
@@ -297,7 +301,14 @@ pub(crate) fn read_only(part: &Part, ctx: &ShellContext) -> Option<String> {
                 "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir" | "-fls"
             ) || a.starts_with("-fprint")
         }),
-        "rg" => !w.iter().any(|a| a == "--pre" || a.starts_with("--pre=")),
+        // `--pre` runs a program per file; `-z` runs decompressors found
+        // on `PATH`.
+        "rg" => !w.iter().skip(1).any(|a| {
+            a == "--pre"
+                || a.starts_with("--pre=")
+                || a == "--search-zip"
+                || short_flags(a, "ABCefgjmMrtTEd").contains('z')
+        }),
         "sort" => !w.iter().skip(1).any(|a| {
             a.starts_with("--output")
                 || a.starts_with("--compress-program")
