@@ -510,12 +510,21 @@ pub fn shell_command_is_read_only(command: &str, shell: &ShellContext) -> bool {
         shell: &policy.shell,
         git_concern: std::cell::OnceCell::new(),
     };
-    let any = parts.iter().any(|p| !p.transparent);
-    any && builtin::pipe_to_shell(&parts).is_none()
-        && parts.iter().all(|part| {
-            ctx.judge_part(part, &[])
-                .is_none_or(|v| v.permission == Permission::Allow)
-        })
+    if builtin::pipe_to_shell(&parts).is_some() {
+        return false;
+    }
+    // Like `decide`: parts that decide nothing themselves (a bare
+    // assignment, a transparent `sh -c`) leave it to the others, and a
+    // command of only such parts gets the fallback, never allow.
+    let mut allowed_any = false;
+    for part in &parts {
+        match ctx.judge_part(part, &[]) {
+            Some(v) if v.permission == Permission::Allow => allowed_any = true,
+            Some(_) => return false,
+            None => {}
+        }
+    }
+    allowed_any
 }
 
 fn builtin_candidate(pattern: &str, decision: Permission) -> Candidate {

@@ -344,3 +344,21 @@ fn without_a_workspace_the_command_line_alone_is_judged() {
     );
     assert!(!Path::new("/nonexistent-attest").exists());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Odd command lines never panic the splitter or the policy, and a
+    /// command called read-only is always one the default policy allows.
+    #[test]
+    fn odd_input_never_panics_and_read_only_implies_allowed(
+        command in "([a-z$'\"`\\(){}<>|&;=*!#: \n\t-]|\\\\x7[0-9]|rm|sh|git|echo|ls|EOF|[0-9]){0,40}"
+    ) {
+        let shell = ShellContext::default();
+        let read_only = shell_command_is_read_only(&command, &shell);
+        let d = decide(&shell, &command);
+        if read_only {
+            proptest::prop_assert_eq!(d.permission, Allow, "{}: {}", command, d.reason);
+        }
+    }
+}
