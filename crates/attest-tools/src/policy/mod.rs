@@ -357,7 +357,17 @@ impl Ctx<'_> {
         let text = part.text();
         if part.words.is_empty() && part.redirects.is_empty() && !part.complex {
             // `NAME=value` alone: it runs nothing, but changes what the
-            // commands after it run.
+            // commands after it run, and its value is expanded.
+            if part.evaluates {
+                return Some(Verdict {
+                    permission: Permission::Ask,
+                    matched_rule: None,
+                    reason: format!(
+                        "`{}` evaluates a value as arithmetic, which can run the commands it holds; asking",
+                        part.raw_text().unwrap_or_default()
+                    ),
+                });
+            }
             return part
                 .assignments
                 .iter()

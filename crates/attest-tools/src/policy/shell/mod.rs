@@ -202,6 +202,8 @@ struct RawCommand {
     redirects: Vec<Redirect>,
     /// Indices into the heredoc bodies, one per `<<` redirection.
     heredocs: Vec<usize>,
+    /// A redirection target evaluates a value as arithmetic.
+    redirect_evaluates: bool,
     complex: bool,
     pipeline: usize,
     stage: usize,
@@ -260,6 +262,7 @@ fn assemble(tokens: Vec<Token>, next_pipeline: &mut usize) -> Vec<RawCommand> {
                         cur.heredocs.push(heredoc_count);
                         heredoc_count += 1;
                     }
+                    cur.redirect_evaluates |= word.evaluates;
                     cur.redirects.push(Redirect {
                         op,
                         target: word.text,
@@ -348,6 +351,14 @@ fn normalize(raw: RawCommand, heredoc_bodies: &[(String, bool)]) -> Normalized {
     };
     let mut words = raw.words;
     let original: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
+    // Assignments and wrapper words are stripped below, but their
+    // expansion happens all the same.
+    part.evaluates = words.iter().any(|w| w.evaluates)
+        || raw.redirect_evaluates
+        || raw
+            .heredocs
+            .iter()
+            .any(|&i| heredoc_bodies.get(i).is_some_and(|(_, e)| *e));
     let mut scripts = Vec::new();
     let mut derived = Vec::new();
 
@@ -393,11 +404,6 @@ fn normalize(raw: RawCommand, heredoc_bodies: &[(String, bool)]) -> Normalized {
         .filter(|w| w.glob)
         .map(|w| w.text.clone())
         .collect();
-    part.evaluates = words.iter().any(|w| w.evaluates)
-        || raw
-            .heredocs
-            .iter()
-            .any(|&i| heredoc_bodies.get(i).is_some_and(|(_, e)| *e));
     part.words = words.iter().map(|w| w.text.clone()).collect();
     if part.words != original {
         part.raw_words = Some(original);
