@@ -2,7 +2,7 @@
 
 use crate::render::one_line;
 use anyhow::Result;
-use attest::open_store;
+use attest::{open_store, verify_log, Unchained};
 use attest_protocol::{CallSource, EventBody, LogEntry, TraceRecord, TranscriptItem};
 use attest_store::{RunRecord, Store};
 use clap::Args;
@@ -97,6 +97,9 @@ pub fn runs(args: RunsArgs) -> Result<()> {
 pub fn trace(args: TraceArgs) -> Result<()> {
     let store = open_store(&args.ws.workspace)?;
     let run = store.run(&args.run)?;
+    if let Some(warning) = verify_log(&store, &run.id, "trace", Unchained::Warn)? {
+        eprintln!("attest: {warning}");
+    }
     let entries = store.entries(&run.id)?;
     if args.raw {
         let artifacts = store.artifacts(&run.id)?;

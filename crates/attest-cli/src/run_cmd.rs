@@ -79,7 +79,12 @@ async fn start_run(args: RunArgs) -> Result<u8> {
 }
 
 async fn start_resume(args: ResumeArgs) -> Result<u8> {
-    let record = attest::open_store(&args.engine.workspace)?.run(&args.run)?;
+    // The stored settings choose the provider: they are read only from a
+    // log whose hash chain holds (the chain's first link covers them).
+    let store = attest::open_store(&args.engine.workspace)?;
+    let record = store.run(&args.run)?;
+    attest::verify_log(&store, &record.id, "resume", attest::Unchained::Refuse)?;
+    drop(store);
     if !record.is_running() {
         bail!(
             "run {} already ended: {} ({})",

@@ -219,6 +219,7 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
         .workspace(&args.workspace)
         .provider_spec(args.provider_spec())
         .env(process_env())
+        .tool_env_source(std::env::vars_os())
         .store_path(attest::store_path(&args.workspace))
         .fingerprint_key_path(key_path)
         .memory(true)

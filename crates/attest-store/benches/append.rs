@@ -1,5 +1,6 @@
 //! Event append throughput of the SQLite store (WAL, one transaction per
-//! append, as the engine writes) and reading a 5,000-entry run back.
+//! append, as the engine writes, each hashed into the run's chain) and
+//! reading and verifying a 5,000-entry run back.
 
 use attest_protocol::{Event, EventBody, LogEntry};
 use attest_store::{NewRun, SqliteStore, Store};
@@ -64,6 +65,10 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(5_000));
     group.bench_function("read_5000_entries", |b| {
         b.iter(|| store.entries("bench").unwrap().len())
+    });
+    // What `attest trace` and `resume` add before reading a run back.
+    group.bench_function("verify_chain_5000_entries", |b| {
+        b.iter(|| store.verify_chain("bench").unwrap())
     });
     group.finish();
 }

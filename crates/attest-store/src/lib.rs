@@ -9,13 +9,18 @@
 //! - Raw model outputs go to the `artifacts` table; the log keeps a reference.
 //!   Nothing in this crate returns them among transcript items, so they cannot
 //!   reach a prompt.
+//! - Each run's entries form a hash chain (`chain.rs`): [`Store::verify_chain`]
+//!   recomputes it and names the first entry that does not hold.
 //! - No business rules: this crate stores and returns what it is given. The
 //!   only SQL in attest lives here, behind the [`Store`] trait, so a server
 //!   backend can implement the same trait.
 
+mod chain;
 mod memory;
 mod records;
 mod sqlite;
+
+pub use chain::{ChainBreak, ChainVerdict};
 
 pub use records::{Artifact, NewRun, RunRecord, RunStatus, SessionRecord};
 pub use sqlite::SqliteStore;
@@ -24,7 +29,7 @@ use attest_protocol::{LogEntry, MemoryItem, MemoryStatus, TranscriptItem};
 use chrono::{DateTime, Utc};
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -71,6 +76,9 @@ pub trait Store: Send {
     fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
     /// A run's log in order, raw outputs replaced by artifact references.
     fn entries(&self, run_id: &str) -> Result<Vec<LogEntry>, StoreError>;
+    /// Recomputes the run's hash chain: intact, unchained (recorded before
+    /// the chain existed), or broken at its first bad entry.
+    fn verify_chain(&self, run_id: &str) -> Result<ChainVerdict, StoreError>;
     /// A run's transcript items only (what requests are rebuilt from).
     fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError>;
     /// Transcript items compacted out of a run's requests (SPEC E4).

@@ -1,21 +1,55 @@
 //! SQLite implementation of [`Store`]: WAL mode, one transaction per append.
 
+use crate::chain::{self, ChainVerdict, RunHeader, StoredEntry};
 use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
 use crate::{Store, StoreError, SCHEMA_VERSION};
 use attest_protocol::{EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::HashMap;
 use std::path::Path;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_archive.sql"),
     include_str!("../migrations/0003_memory.sql"),
+    include_str!("../migrations/0004_hash_chain.sql"),
 ];
+
+/// Where a run's chain stands, as this process last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Head {
+    /// No entries yet: the next one links from the run's genesis hash.
+    Fresh(String),
+    /// The hash of the last entry, as `runs.chain_head` holds it.
+    Stored(String),
+    /// Recorded before the chain: appended to unchained.
+    Legacy,
+}
+
+impl Head {
+    /// What the next entry links from.
+    fn prev(&self) -> Option<&str> {
+        match self {
+            Head::Fresh(h) | Head::Stored(h) => Some(h),
+            Head::Legacy => None,
+        }
+    }
+
+    /// What `runs.chain_head` must hold for this view to be current.
+    fn stored(&self) -> Option<&str> {
+        match self {
+            Head::Stored(h) => Some(h),
+            Head::Fresh(_) | Head::Legacy => None,
+        }
+    }
+}
 
 /// The embedded default store, `<workspace>/.attest/attest.db`.
 pub struct SqliteStore {
     conn: Connection,
+    /// Where the chain of each run appended to by this process stands.
+    heads: HashMap<String, Head>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -88,7 +122,128 @@ impl SqliteStore {
             tx.pragma_update(None, "user_version", (i + 1) as i64)?;
             tx.commit()?;
         }
-        Ok(SqliteStore { conn })
+        Ok(SqliteStore {
+            conn,
+            heads: HashMap::new(),
+        })
+    }
+
+    /// The stored record of a run, as hashed into its chain's start.
+    fn run_header(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT id, session_id, trace_id, prompt, settings, loop_version, prompt_version, chain_head
+                 FROM runs WHERE id = ?1",
+                [run_id],
+                |r| {
+                    let fields: Vec<String> = (0..7)
+                        .map(|i| r.get::<_, String>(i))
+                        .collect::<Result<_, _>>()?;
+                    Ok(StoredRun {
+                        fields,
+                        head: r.get(7)?,
+                    })
+                },
+            )
+            .optional()?;
+        Ok(row)
+    }
+
+    /// Where the chain of `run_id` stands: cached, else read from the run
+    /// row (its head; its genesis when it has no entries yet; legacy when
+    /// it has entries but no head).
+    fn chain_head(&mut self, run_id: &str) -> Result<Head, StoreError> {
+        if let Some(head) = self.heads.get(run_id) {
+            return Ok(head.clone());
+        }
+        let Some(run) = self.run_header(run_id)? else {
+            // The insert fails on the foreign key; there is no chain.
+            return Ok(Head::Legacy);
+        };
+        let head = match run.head.clone() {
+            Some(h) => Head::Stored(h),
+            None => {
+                let has_entries: bool = self.conn.query_row(
+                    "SELECT EXISTS(SELECT 1 FROM entries WHERE run_id = ?1)",
+                    [run_id],
+                    |r| r.get(0),
+                )?;
+                if has_entries {
+                    Head::Legacy
+                } else {
+                    Head::Fresh(chain::genesis(&run.header()))
+                }
+            }
+        };
+        self.heads.insert(run_id.to_string(), head.clone());
+        Ok(head)
+    }
+
+    /// Inserts one entry in a transaction with its chain hash, moving the
+    /// run's head on only if it still is where this process saw it (so a
+    /// second writer cannot fork the chain unnoticed). Returns the new head,
+    /// or `None` when the head had moved and nothing was written.
+    fn insert_entry(
+        &self,
+        run_id: &str,
+        head: &Head,
+        stored: &LogEntry,
+        kind: &str,
+        name: &str,
+        body: &str,
+    ) -> Result<Option<Head>, StoreError> {
+        let hash = head
+            .prev()
+            .map(|prev| chain::link(prev, run_id, kind, name, body));
+        let tx = self.conn.unchecked_transaction()?;
+        if let Some(hash) = &hash {
+            let moved = tx.execute(
+                "UPDATE runs SET chain_head = ?2 WHERE id = ?1 AND chain_head IS ?3",
+                params![run_id, hash, head.stored()],
+            )?;
+            if moved == 0 {
+                return Ok(None);
+            }
+        }
+        tx.execute(
+            "INSERT INTO entries (run_id, kind, type, body, created_at, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![run_id, kind, name, body, now(), hash],
+        )?;
+        match stored {
+            LogEntry::Item {
+                item:
+                    TranscriptItem::ToolResult {
+                        receipt: Some(r), ..
+                    },
+            } => {
+                tx.execute(
+                    "INSERT OR IGNORE INTO receipts (run_id, call_id, tool_name, status, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![run_id, r.call_id, r.tool_name, r.status.as_str(), serde_json::to_string(r)?],
+                )?;
+            }
+            LogEntry::Event { event } => {
+                if let EventBody::Done {
+                    state,
+                    reason,
+                    answer,
+                    steps,
+                    ..
+                } = &event.body
+                {
+                    tx.execute(
+                        "UPDATE runs SET status = ?2, reason = ?3, answer = ?4, steps = ?5, finished_at = ?6 WHERE id = ?1",
+                        params![run_id, state.as_str(), reason.as_str(), answer, steps, now()],
+                    )?;
+                }
+            }
+            _ => {}
+        }
+        tx.commit()?;
+        Ok(Some(match hash {
+            Some(h) => Head::Stored(h),
+            None => Head::Legacy,
+        }))
     }
 
     fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
@@ -139,6 +294,29 @@ impl SqliteStore {
             params![run_id, step, kind, body, now()],
         )?;
         Ok(format!("artifact:{}", self.conn.last_insert_rowid()))
+    }
+}
+
+/// A run's record as stored: the fields its chain starts from (id,
+/// session, trace id, prompt, settings, loop and prompt versions) and its
+/// chain head.
+struct StoredRun {
+    fields: Vec<String>,
+    head: Option<String>,
+}
+
+impl StoredRun {
+    fn header(&self) -> RunHeader<'_> {
+        let get = |i: usize| self.fields.get(i).map_or("", String::as_str);
+        RunHeader {
+            id: get(0),
+            session_id: get(1),
+            trace_id: get(2),
+            prompt: get(3),
+            settings: get(4),
+            loop_version: get(5),
+            prompt_version: get(6),
+        }
     }
 }
 
@@ -224,42 +402,41 @@ impl Store for SqliteStore {
         };
         let (kind, name) = entry_type(&stored)?;
         let body = serde_json::to_string(&stored)?;
-        let tx = self.conn.unchecked_transaction()?;
-        tx.execute(
-            "INSERT INTO entries (run_id, kind, type, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![run_id, kind, name, body, now()],
-        )?;
-        match &stored {
-            LogEntry::Item {
-                item:
-                    TranscriptItem::ToolResult {
-                        receipt: Some(r), ..
-                    },
-            } => {
-                tx.execute(
-                    "INSERT OR IGNORE INTO receipts (run_id, call_id, tool_name, status, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![run_id, r.call_id, r.tool_name, r.status.as_str(), serde_json::to_string(r)?],
-                )?;
+        // Twice at most: when another writer moved the head, reread it.
+        for _ in 0..2 {
+            let head = self.chain_head(run_id)?;
+            if let Some(new_head) =
+                self.insert_entry(run_id, &head, &stored, &kind, &name, &body)?
+            {
+                self.heads.insert(run_id.to_string(), new_head);
+                return Ok(());
             }
-            LogEntry::Event { event } => {
-                if let EventBody::Done {
-                    state,
-                    reason,
-                    answer,
-                    steps,
-                    ..
-                } = &event.body
-                {
-                    tx.execute(
-                        "UPDATE runs SET status = ?2, reason = ?3, answer = ?4, steps = ?5, finished_at = ?6 WHERE id = ?1",
-                        params![run_id, state.as_str(), reason.as_str(), answer, steps, now()],
-                    )?;
-                }
-            }
-            _ => {}
+            self.heads.remove(run_id);
         }
-        tx.commit()?;
-        Ok(())
+        Err(StoreError::Corrupt(format!(
+            "run {run_id}: its log keeps changing under this process"
+        )))
+    }
+
+    fn verify_chain(&self, run_id: &str) -> Result<ChainVerdict, StoreError> {
+        let Some(run) = self.run_header(run_id)? else {
+            return Err(StoreError::UnknownRun(run_id.to_string()));
+        };
+        let mut stmt = self.conn.prepare(
+            "SELECT id, kind, type, body, hash FROM entries WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let entries: Vec<StoredEntry> = stmt
+            .query_map([run_id], |r| {
+                Ok(StoredEntry {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    name: r.get(2)?,
+                    body: r.get(3)?,
+                    hash: r.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(chain::verify(&run.header(), run.head.as_deref(), &entries))
     }
 
     fn run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError> {

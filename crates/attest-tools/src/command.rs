@@ -5,13 +5,18 @@
 //! that declares an `evidence` JSON pointer must print JSON with a value
 //! there (a message id, a URL); without it, a successful run is
 //! `missing_evidence` and satisfies no contract.
+//!
+//! Like `shell`, the program runs inside the run's sandbox with the
+//! scrubbed tool environment (SPEC F14), unless its config says
+//! `sandbox = false`.
 
 use crate::process::{self, describe_status, RunResult};
-use crate::{Tool, ToolContext, ToolOutput};
+use crate::{Sandbox, Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
 use attest_core::text::{captured_text, truncate_str};
 use attest_protocol::{DataSource, EffectClass, ErrorType, Evidence, Permission, ToolSpec};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes of stdout kept as the model's output.
@@ -45,6 +50,11 @@ pub struct CommandToolConfig {
     pub permission: Option<Permission>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Run inside the run's sandbox, like `shell` (default: yes). `false`
+    /// runs the program unconfined (a tool that needs the network when
+    /// the sandbox has it off, say).
+    #[serde(default)]
+    pub sandbox: Option<bool>,
 }
 
 fn default_parameters() -> serde_json::Value {
@@ -79,6 +89,9 @@ pub struct CommandTool {
     evidence: Option<String>,
     permission: Permission,
     timeout: Duration,
+    sandboxed: bool,
+    /// The run's sandbox, used when `sandboxed`.
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 impl CommandTool {
@@ -131,7 +144,20 @@ impl CommandTool {
             evidence: cfg.evidence,
             permission,
             timeout: Duration::from_millis(cfg.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+            sandboxed: cfg.sandbox.unwrap_or(true),
+            sandbox: None,
         })
+    }
+
+    /// Run the program in `sandbox` (unless the config said `sandbox = false`).
+    pub fn with_sandbox(mut self, sandbox: Option<Arc<Sandbox>>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// Whether the program runs inside the run's sandbox.
+    pub fn sandboxed(&self) -> bool {
+        self.sandboxed
     }
 }
 
@@ -188,9 +214,15 @@ impl Tool for CommandTool {
             Ok(bytes) => bytes,
             Err(e) => return ToolOutput::error(format!("cannot encode arguments: {e}")),
         };
-        let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(&self.args).current_dir(ctx.workspace.root());
-        ctx.scrub_env(&mut cmd);
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let sandbox = self.sandbox.as_deref().filter(|_| self.sandboxed);
+        let cmd = match process::tool_command(ctx, sandbox, &self.program, &args) {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
+                    .with_error_type(ErrorType::SpawnFailed)
+            }
+        };
         let finished = match process::run(cmd, Some(stdin), Some(self.timeout), CAPTURE_LIMIT).await
         {
             RunResult::Finished(f) => f,
@@ -392,6 +424,76 @@ mod tests {
         assert_eq!(observe.args, ["-c", "x"]);
         let explicit = f.tool(config(json!({"permission": "deny"})));
         assert_eq!(explicit.default_permission(), Permission::Deny);
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_sandbox_unless_configured_out() {
+        use crate::sandbox::{Sandbox, SandboxMode, SandboxOptions};
+        let f = fixture();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("escaped");
+        f.script(
+            "bin/write.sh",
+            &format!(
+                "cat >/dev/null; echo x > '{}' && echo inside > inside.txt && echo '{{}}'",
+                target.display()
+            ),
+        );
+        let sandbox = Sandbox::new(
+            SandboxOptions::new(SandboxMode::WorkspaceWrite),
+            f.dir.path(),
+        )
+        .unwrap();
+        if sandbox.report().mechanism.is_none() {
+            println!("no sandbox mechanism here: {}", sandbox.report().note);
+            return;
+        }
+        let sandbox = Some(std::sync::Arc::new(sandbox));
+        let ctx = f.ctx.clone();
+        let confined = f
+            .tool(config(
+                json!({"command": ["./bin/write.sh"], "evidence": null}),
+            ))
+            .with_sandbox(sandbox.clone());
+        assert!(confined.sandboxed());
+        let out = confined.execute(json!({}), &ctx).await;
+        assert!(!out.success, "{}", out.output);
+        assert!(!target.exists(), "a sandboxed command tool wrote outside");
+        let free = f
+            .tool(config(
+                json!({"command": ["./bin/write.sh"], "evidence": null, "sandbox": false}),
+            ))
+            .with_sandbox(sandbox);
+        assert!(!free.sandboxed());
+        let out = free.execute(json!({}), &ctx).await;
+        assert!(out.success, "{}", out.output);
+        assert!(target.exists());
+        assert!(f.dir.path().join("inside.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn gets_only_the_tool_environment() {
+        let f = fixture();
+        f.script(
+            "bin/env.sh",
+            r#"cat >/dev/null; printf '{"secret": "%s", "passed": "%s"}' "$SECRET_TOKEN" "$PASSED""#,
+        );
+        let env = attest_core::tool::ToolEnv::from_vars(
+            [
+                ("PATH", std::env::var("PATH").unwrap_or_default()),
+                ("SECRET_TOKEN", "canary-xyz".to_string()),
+                ("PASSED", "yes".to_string()),
+            ]
+            .map(|(k, v)| (k.into(), v.into())),
+            &["PASSED".to_string()],
+        );
+        let ctx = f.ctx.clone().with_env(env);
+        let tool = f.tool(config(
+            json!({"command": ["./bin/env.sh"], "evidence": "/passed"}),
+        ));
+        let out = tool.execute(json!({}), &ctx).await;
+        assert!(out.success, "{}", out.output);
+        assert_eq!(out.output, r#"{"secret": "", "passed": "yes"}"#);
     }
 
     #[tokio::test]

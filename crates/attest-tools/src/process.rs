@@ -15,6 +15,33 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+/// A child process for a tool, in the workspace root: inside `sandbox`
+/// when given one, with the tools' environment (and the sandbox's private
+/// `TMPDIR`). The one place a tool's process is built.
+pub fn tool_command(
+    ctx: &attest_core::tool::ToolContext,
+    sandbox: Option<&crate::Sandbox>,
+    program: impl AsRef<std::ffi::OsStr>,
+    args: &[&str],
+) -> Result<Command, crate::sandbox::SandboxError> {
+    let root = ctx.workspace.root();
+    let mut cmd = match sandbox {
+        Some(sandbox) => sandbox.command(program, args, root)?,
+        None => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).current_dir(root);
+            cmd
+        }
+    };
+    ctx.apply_env(&mut cmd);
+    if let Some(tmp) = sandbox.and_then(|s| s.tmp_dir()) {
+        for var in ["TMPDIR", "TMP", "TEMP"] {
+            cmd.env(var, tmp);
+        }
+    }
+    Ok(cmd)
+}
+
 /// Output of a process that exited.
 #[derive(Debug)]
 pub(crate) struct Finished {

@@ -11,16 +11,17 @@ use attest_core::context::skill_tool::skill_tool;
 use attest_core::context::skills::SkillCatalog;
 use attest_core::context::workspace_files::{FileLimits, WorkspaceFiles};
 use attest_core::failure::{FailureTracker, FingerprintKey, RetryPolicy as ToolRetryPolicy};
-use attest_core::policy::{PermissionPolicy, PermissionsConfig};
+use attest_core::policy::{PermissionPolicy, PermissionsConfig, ShellContext};
 use attest_core::provider::ModelProvider;
 use attest_core::tool::middleware::standard_chain;
-use attest_core::tool::{Tool, ToolContext, ToolRegistry, Workspace};
+use attest_core::tool::{Tool, ToolContext, ToolEnv, ToolRegistry, Workspace};
 use attest_core::{
     Approver, ContextLayer, DoomLoopLimits, ReasoningPolicy, RetryPolicy, RunConfig, StaticApprover,
 };
 use attest_protocol::{CompletionContract, ContractKind};
 use attest_store::SqliteStore;
 use attest_tools::{builtin_tools, CommandTool, Sandbox, SandboxMode, SandboxOptions};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,6 +89,9 @@ pub struct EngineBuilder {
     approver: Option<Arc<dyn Approver>>,
     approval: Option<ApprovalMode>,
     env: EnvLookup,
+    /// The environment tool processes are drawn from (filtered to the allow
+    /// list and `[sandbox] env_passthrough`); `None`: a minimal `PATH`.
+    tool_env_source: Option<Vec<(OsString, OsString)>>,
     key: KeyChoice,
     memory: bool,
     workspace_context: bool,
@@ -112,6 +116,7 @@ impl Default for EngineBuilder {
             approver: None,
             approval: None,
             env: no_env(),
+            tool_env_source: None,
             key: KeyChoice::Generated,
             memory: false,
             workspace_context: true,
@@ -229,6 +234,15 @@ impl EngineBuilder {
         self
     }
 
+    /// The environment tool processes may draw from (the CLI passes its
+    /// own): they get its allow-listed variables (PATH, HOME, LANG, LC_*,
+    /// TERM, TMPDIR, USER, SHELL) and those `[sandbox] env_passthrough`
+    /// names, never the rest. Default: only a system `PATH`.
+    pub fn tool_env_source(mut self, vars: impl IntoIterator<Item = (OsString, OsString)>) -> Self {
+        self.tool_env_source = Some(vars.into_iter().collect());
+        self
+    }
+
     /// Keep the failure-fingerprint key in this file (default: a fresh key
     /// per engine).
     pub fn fingerprint_key_path(mut self, path: impl Into<PathBuf>) -> Self {
@@ -337,7 +351,8 @@ impl EngineBuilder {
         if let Some(name) = self.profile.as_ref().or(file.run.profile.as_ref()) {
             registry = apply_profile(registry, file, name)?;
         }
-        let tracker = self.install_safety(&mut registry, sandbox.as_deref(), &secrets)?;
+        let tracker =
+            self.install_safety(&mut registry, &workspace, sandbox.as_deref(), &secrets)?;
 
         let contract = self.contract(&registry)?;
         let mut cfg = RunConfig::new(contract);
@@ -363,8 +378,13 @@ impl EngineBuilder {
             approval,
             timeout_secs: cfg.timeout.map(|t| t.as_secs()),
         };
+        let tool_env = match &self.tool_env_source {
+            Some(vars) => ToolEnv::from_vars(vars.iter().cloned(), &file.sandbox.env_passthrough),
+            None => ToolEnv::minimal(),
+        };
         let tool_ctx = ToolContext {
             hidden_env,
+            env: tool_env,
             ..ToolContext::new(workspace.clone())
         };
         let core = attest_core::Engine::new(provider, Arc::new(registry), tool_ctx, approver)
@@ -446,7 +466,7 @@ impl EngineBuilder {
         sandbox: Option<Arc<Sandbox>>,
     ) -> Result<ToolRegistry, Error> {
         let mut tools: Vec<Arc<dyn Tool>> = if self.builtin_tools {
-            builtin_tools(sandbox)
+            builtin_tools(sandbox.clone())
         } else {
             Vec::new()
         };
@@ -455,7 +475,8 @@ impl EngineBuilder {
         }
         for tool_cfg in &self.config.tools {
             let tool = CommandTool::new(tool_cfg.clone(), workspace.root())
-                .map_err(|e| Error::config(format!("[[tools]] `{}`: {e}", tool_cfg.name)))?;
+                .map_err(|e| Error::config(format!("[[tools]] `{}`: {e}", tool_cfg.name)))?
+                .with_sandbox(sandbox.clone());
             tools.push(Arc::new(tool));
         }
         tools.extend(self.tools.iter().cloned());
@@ -467,6 +488,7 @@ impl EngineBuilder {
     fn install_safety(
         &self,
         registry: &mut ToolRegistry,
+        workspace: &Workspace,
         sandbox: Option<&Sandbox>,
         secrets: &[String],
     ) -> Result<Arc<FailureTracker>, Error> {
@@ -475,8 +497,19 @@ impl EngineBuilder {
             .permissions
             .clone()
             .unwrap_or_else(|| file.permissions.clone());
+        // Read-only shell commands are judged against the workspace and the
+        // PATH they will run with (a program found in the workspace is not
+        // the system tool).
+        let search_path = match &self.tool_env_source {
+            Some(vars) => vars
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone()),
+            None => ToolEnv::minimal().get("PATH").map(|p| p.to_os_string()),
+        };
         let mut policy = PermissionPolicy::new(permissions)
-            .map_err(|e| Error::config(format!("invalid [permissions]: {e}")))?;
+            .map_err(|e| Error::config(format!("invalid [permissions]: {e}")))?
+            .with_shell_context(ShellContext::new(workspace.root(), search_path));
         let unknown = policy.unknown_tools(&registry.names());
         if !unknown.is_empty() {
             return Err(Error::config(format!(

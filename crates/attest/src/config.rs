@@ -94,6 +94,10 @@ pub struct SandboxSection {
     pub mode: Option<SandboxMode>,
     /// Let sandboxed commands reach the network (default: no).
     pub network: Option<bool>,
+    /// Environment variables tools get besides the allow list (PATH, HOME,
+    /// LANG, LC_*, TERM, TMPDIR, USER, SHELL): names, or `PREFIX_*`.
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
 }
 
 /// Failure handling (SPEC F6–F11).

@@ -8,7 +8,7 @@ use crate::builder::{EngineBuilder, Notices};
 use crate::error::Error;
 use crate::memory;
 use crate::settings::RunSettings;
-use crate::store_log::{resume_state, SharedStore, StoreLog};
+use crate::store_log::{resume_state, verify_log, SharedStore, StoreLog, Unchained};
 use attest_core::provider::TextSink;
 use attest_core::state::{AgentState, SliceFilter};
 use attest_core::tool::Workspace;
@@ -269,7 +269,12 @@ impl Engine {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, Error> {
         let inner = &self.inner;
-        let record = inner.store.lock().run(run_id)?;
+        let record = {
+            let store = inner.store.lock();
+            let record = store.run(run_id)?;
+            verify_log(store.as_ref(), &record.id, "resume", Unchained::Refuse)?;
+            record
+        };
         if !record.is_running() {
             return Err(Error::Run(format!(
                 "run {} already ended: {} ({})",
@@ -341,6 +346,7 @@ impl Engine {
             if Some(run.id.as_str()) == before {
                 break;
             }
+            self.verified(&run.id, "session history")?;
             if run.is_running() {
                 if !run.is_orphaned() {
                     return Err(Error::Run(format!(
@@ -380,10 +386,26 @@ impl Engine {
         Ok(())
     }
 
+    /// Checks `run_id`'s hash chain before its log is used; an unchained
+    /// run is read with a notice.
+    fn verified(&self, run_id: &str, doing: &str) -> Result<(), Error> {
+        let warning = verify_log(
+            self.inner.store.lock().as_ref(),
+            run_id,
+            doing,
+            Unchained::Warn,
+        )?;
+        if let Some(warning) = warning {
+            (self.inner.notices)(&warning);
+        }
+        Ok(())
+    }
+
     /// The handoff layer for a run starting from `from`'s state slice.
     fn handoff_layer(&self, from: &str, session: &str) -> Result<ContextLayer, Error> {
+        let source = self.inner.store.lock().run(from)?;
+        self.verified(&source.id, "--handoff-from")?;
         let store = self.inner.store.lock();
-        let source = store.run(from)?;
         if source.session_id == session {
             return Err(Error::Run(format!(
                 "--handoff-from {from}: a handoff starts a separate session; drop --session {session} or pick another"

@@ -61,7 +61,9 @@ pub use provider::{
     build_provider, no_env, BuiltProvider, EnvLookup, ProtocolMode, ProviderKind, ProviderSpec,
 };
 pub use settings::{ApprovalMode, RunSettings};
-pub use store_log::{open_store, resume_state, store_path, SharedStore, StoreLog};
+pub use store_log::{
+    open_store, resume_state, store_path, verify_log, SharedStore, StoreLog, Unchained,
+};
 
 pub use attest_core::provider::ModelProvider;
 pub use attest_core::tool::{Tool, ToolContext, ToolOutput, Workspace};

@@ -1,9 +1,10 @@
 //! The run store as the engine's [`RunLog`]: one store shared by the runs
 //! of an engine, each run appending its own entries.
 
+use crate::error::Error;
 use attest_core::{LogError, ResumeState, RunLog};
 use attest_protocol::{LogEntry, TraceRecord};
-use attest_store::{SqliteStore, Store, StoreError};
+use attest_store::{ChainVerdict, SqliteStore, Store, StoreError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -78,4 +79,39 @@ pub fn resume_state(store: &dyn Store, run_id: &str) -> Result<ResumeState, Stor
         }
     }
     Ok(state)
+}
+
+/// What to do with a run recorded before the store kept a hash chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unchained {
+    /// Read it, with a warning that it cannot be verified.
+    Warn,
+    /// Refuse it: the caller would act on it (resume).
+    Refuse,
+}
+
+/// Checks a run's hash chain before its log is read back (SPEC F14): a
+/// broken chain is an error naming the first bad entry; `doing` says what
+/// was refused (`resume`, `trace`). `Ok(Some(warning))` for an unchained
+/// run under [`Unchained::Warn`].
+pub fn verify_log(
+    store: &dyn Store,
+    run_id: &str,
+    doing: &str,
+    unchained: Unchained,
+) -> Result<Option<String>, Error> {
+    match store.verify_chain(run_id)? {
+        ChainVerdict::Intact { .. } => Ok(None),
+        ChainVerdict::Unchained { .. } if unchained == Unchained::Warn => Ok(Some(format!(
+            "run {run_id} was recorded before the store kept a hash chain; its log cannot be verified"
+        ))),
+        ChainVerdict::Unchained { .. } => Err(Error::Run(format!(
+            "run {run_id} was recorded before the store kept a hash chain, so its log cannot be \
+             verified; {doing} refuses it"
+        ))),
+        ChainVerdict::Broken(b) => Err(Error::Run(format!(
+            "run {run_id}: the log's hash chain is broken at {b}. The store was changed outside \
+             attest; {doing} refuses it"
+        ))),
+    }
 }

@@ -380,6 +380,17 @@ pub async fn run_attest(model: &MockModel, ws: &TestWorkspace, extra: &[&str]) -
     run_binary(mock_run_args(model, ws, true, extra), &[]).await
 }
 
+/// Run `attest run --json` against the mock with extra args and extra
+/// environment variables for attest itself.
+pub async fn run_attest_env(
+    model: &MockModel,
+    ws: &TestWorkspace,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> RunResult {
+    run_binary(mock_run_args(model, ws, true, extra), env).await
+}
+
 /// Run `attest run` with human output (no `--json`) against the mock.
 pub async fn run_attest_human(model: &MockModel, ws: &TestWorkspace, extra: &[&str]) -> RunResult {
     run_binary(mock_run_args(model, ws, false, extra), &[]).await

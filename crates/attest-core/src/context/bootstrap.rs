@@ -324,7 +324,8 @@ fn classify(
             })
         }
         Err(WorkspaceError::Io { source, .. }) => return Err(io(source)),
-        Err(e @ WorkspaceError::InvalidRoot { .. }) => {
+        // `Protected` comes only from write checks, never from this lookup.
+        Err(e @ (WorkspaceError::InvalidRoot { .. } | WorkspaceError::Protected { .. })) => {
             return Err(io(std::io::Error::other(e.to_string())))
         }
     };

@@ -142,7 +142,10 @@ impl WorkspaceFiles {
                         source,
                     })
                 }
-                Err(e @ WorkspaceError::InvalidRoot { .. }) => {
+                // `Protected` comes only from write checks.
+                Err(
+                    e @ (WorkspaceError::InvalidRoot { .. } | WorkspaceError::Protected { .. }),
+                ) => {
                     return Err(ContextError::InvalidRoot {
                         path: root.display().to_string(),
                         reason: e.to_string(),

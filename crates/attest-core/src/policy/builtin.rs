@@ -14,12 +14,12 @@
 //!   or interpreter (`curl … | sh`).
 //! - ask: any other recursive `rm`; `git push` (force or not), `git reset
 //!   --hard`, `git clean -f`.
-//! - allow: read-only commands (`ls`, `cat`, `grep`, `git status`, …) with
-//!   no argument outside the working directory, no output redirected into
-//!   a file, and no option that writes (`find -delete`, `--output`). These
-//!   are dropped when config sets a default for the tool.
+//! - allow: read-only commands (`ls`, `cat`, `grep`, `git status`, …; see
+//!   `read_only.rs`). These are dropped when config sets a default for the
+//!   tool.
 
-use super::shell::{basename, Part};
+use super::read_only::{is_parent, is_sink};
+use super::shell::{basename, is_interpreter, Part};
 use attest_protocol::Permission;
 
 /// One built-in rule.
@@ -155,12 +155,10 @@ pub(crate) fn redirects_into_device(part: &Part) -> bool {
 /// The index of a part that pipes a download into a shell or interpreter.
 pub(crate) fn pipe_to_shell(parts: &[Part]) -> Option<usize> {
     const FETCH: [&str; 4] = ["curl", "wget", "fetch", "aria2c"];
-    const RUNNERS: [&str; 14] = [
-        "sh", "bash", "zsh", "dash", "ksh", "ash", "fish", "python", "python3", "perl", "ruby",
-        "node", "php", "source",
-    ];
     parts.iter().enumerate().find_map(|(i, part)| {
-        let runner = part.program().is_some_and(|p| RUNNERS.contains(&p));
+        let runner = part
+            .program()
+            .is_some_and(|p| is_interpreter(p) || matches!(p, "source" | "."));
         let fed_by_download = parts.iter().any(|other| {
             other.pipeline == part.pipeline
                 && other.stage < part.stage
@@ -168,86 +166,6 @@ pub(crate) fn pipe_to_shell(parts: &[Part]) -> Option<usize> {
         });
         (runner && fed_by_download).then_some(i)
     })
-}
-
-/// The representative pattern of the read-only rule a part satisfies, if
-/// any.
-pub(crate) fn read_only(part: &Part) -> Option<String> {
-    const PLAIN: [&str; 36] = [
-        "ls", "pwd", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "echo", "printf",
-        "stat", "file", "which", "whereis", "type", "true", "false", "uname", "whoami", "id",
-        "basename", "dirname", "realpath", "readlink", "tree", "du", "df", "diff", "cmp", "cut",
-        "tr", "nl", "comm", "jq",
-    ];
-    const GIT: [&str; 10] = [
-        "status",
-        "diff",
-        "log",
-        "show",
-        "rev-parse",
-        "ls-files",
-        "blame",
-        "describe",
-        "shortlog",
-        "grep",
-    ];
-    if part.dynamic || part.complex || part.transparent || part.writes_file() {
-        return None;
-    }
-    let w = &part.words;
-    let name = w.first()?;
-    // A path to the program (`./ls`, `/tmp/x/cat`) is not the system tool.
-    if name.contains('/') {
-        return None;
-    }
-    let leaves = |a: &String| {
-        let value = a.split_once('=').map_or(a.as_str(), |(_, v)| v);
-        (value.starts_with('/') && !is_sink(value))
-            || is_home(value)
-            || is_parent(value)
-            || a.starts_with("--output")
-    };
-    let args_stay_local = !w.iter().skip(1).any(leaves);
-    if !args_stay_local {
-        return None;
-    }
-    let p = name.as_str();
-    if PLAIN.contains(&p) {
-        return Some(format!("{p}*"));
-    }
-    match p {
-        "find" => {
-            let writes = w.iter().any(|a| {
-                matches!(
-                    a.as_str(),
-                    "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir"
-                ) || a.starts_with("-fprint")
-                    || a == "-fls"
-            });
-            (!writes).then(|| "find*".to_string())
-        }
-        "sort" => (!w.iter().any(|a| a.starts_with("-o"))).then(|| "sort*".to_string()),
-        "date" => (!w
-            .iter()
-            .any(|a| a.starts_with("-s") || a.starts_with("--set")))
-        .then(|| "date*".to_string()),
-        "git" => {
-            let sub = arg(w, 1);
-            if GIT.contains(&sub) {
-                return Some(format!("git {sub}*"));
-            }
-            let listing =
-                |allowed: &[&str]| w.iter().skip(2).all(|a| allowed.contains(&a.as_str()));
-            match sub {
-                "branch" if listing(&["-a", "-r", "-v", "-vv", "--list", "--show-current"]) => {
-                    Some("git branch".to_string())
-                }
-                "remote" if listing(&["-v"]) => Some("git remote".to_string()),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
 }
 
 fn program(words: &[String]) -> &str {
@@ -282,7 +200,7 @@ fn has_flag(words: &[String], short: char, long: &str) -> bool {
 }
 
 /// The non-option arguments (after `--`, everything is an operand).
-fn operands(words: &[String]) -> impl Iterator<Item = &str> {
+pub(crate) fn operands(words: &[String]) -> impl Iterator<Item = &str> {
     let mut after_dashes = false;
     words.iter().skip(1).filter_map(move |a| {
         if after_dashes {
@@ -313,14 +231,6 @@ fn is_home(t: &str) -> bool {
         || (t.starts_with('~') && !t.contains('/'))
         || t.starts_with("$HOME")
         || t.starts_with("${HOME}")
-}
-
-fn is_parent(t: &str) -> bool {
-    t == ".." || t.starts_with("../") || t.contains("/../") || t.ends_with("/..")
-}
-
-fn is_sink(t: &str) -> bool {
-    matches!(t, "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/zero")
 }
 
 #[cfg(test)]
@@ -433,38 +343,5 @@ mod tests {
             pipe_to_shell(&split("sh -c 'ls' | curl -d @- x").unwrap()),
             None
         );
-    }
-
-    #[test]
-    fn read_only_commands() {
-        let ro = |c: &str| read_only(&split(c).unwrap()[0]);
-        assert_eq!(ro("ls -la src"), Some("ls*".into()));
-        assert_eq!(ro("git status -s"), Some("git status*".into()));
-        assert_eq!(ro("git log --oneline -5"), Some("git log*".into()));
-        assert_eq!(ro("git branch"), Some("git branch".into()));
-        assert_eq!(ro("grep -rn foo src 2>/dev/null"), Some("grep*".into()));
-        assert_eq!(ro("find . -name '*.rs'"), Some("find*".into()));
-        // Writes, outside paths and lookalikes are not read-only.
-        for cmd in [
-            "ls > out.txt",
-            "echo hi >> notes",
-            "cat /etc/shadow",
-            "cat ~/.ssh/id_rsa",
-            "cat ../secret",
-            "grep -r x $HOME",
-            "find . -delete",
-            "find . -exec rm {} ;",
-            "sort -o out in",
-            "git diff --output=patch",
-            "git branch -D main",
-            "git remote add x y",
-            "git commit -m x",
-            "./ls",
-            "$X",
-            "date -s 2020-01-01",
-            "cargo build",
-        ] {
-            assert_eq!(ro(cmd), None, "{cmd}");
-        }
     }
 }

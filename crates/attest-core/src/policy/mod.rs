@@ -19,13 +19,24 @@
 //!    as written and by the program's base name, so `/bin/sudo` is `sudo`.
 //! 6. Tools marked with [`PermissionPolicy::require_approval_for`] (the
 //!    shell when there is no sandbox) never get more than ask.
+//! 7. Whatever the rules say, a part is asked at least when the policy
+//!    cannot see what it runs: a program read from its input (`… | sh`,
+//!    `sh <<EOF`), a variable assignment that changes what runs
+//!    (`PATH=. ls`, `LD_PRELOAD=…`, `GIT_*`), or a git command in a
+//!    repository whose own config or hooks name programs
+//!    (`core.fsmonitor`, `diff.external`, …; see `git_config.rs`).
 
 mod builtin;
 mod config;
+mod git_config;
 mod glob;
+mod read_only;
 mod shell;
+#[cfg(test)]
+mod shell_battery;
 
 pub use config::{PermissionRule, PermissionsConfig, ToolPermission, ToolRules};
+pub use read_only::ShellContext;
 
 use attest_protocol::Permission;
 use glob::Glob;
@@ -67,6 +78,7 @@ pub struct PermissionPolicy {
     config: PermissionsConfig,
     rules: HashMap<String, Vec<CompiledRule>>,
     approval_required: BTreeMap<String, String>,
+    shell: ShellContext,
 }
 
 impl std::fmt::Debug for PermissionPolicy {
@@ -74,6 +86,7 @@ impl std::fmt::Debug for PermissionPolicy {
         f.debug_struct("PermissionPolicy")
             .field("config", &self.config)
             .field("approval_required", &self.approval_required)
+            .field("shell", &self.shell)
             .finish()
     }
 }
@@ -85,6 +98,7 @@ impl Default for PermissionPolicy {
             config: PermissionsConfig::default(),
             rules: HashMap::new(),
             approval_required: BTreeMap::new(),
+            shell: ShellContext::default(),
         }
     }
 }
@@ -136,7 +150,16 @@ impl PermissionPolicy {
             config,
             rules,
             approval_required: BTreeMap::new(),
+            shell: ShellContext::default(),
         })
+    }
+
+    /// Judges shell commands against `shell`: the workspace they run in
+    /// (its git config, where relative paths and globs lead) and their
+    /// search path. Without it, only the command line is looked at.
+    pub fn with_shell_context(mut self, shell: ShellContext) -> Self {
+        self.shell = shell;
+        self
     }
 
     /// Caps `tool` at ask: allow decisions become ask, with `reason` (e.g.
@@ -191,6 +214,8 @@ impl PermissionPolicy {
             // config sets a default, they would override the user's choice.
             builtin_allows: entry.and_then(ToolPermission::default_permission).is_none()
                 && self.config.default.is_none(),
+            shell: &self.shell,
+            git_concern: std::cell::OnceCell::new(),
         };
         let command = (tool == SHELL_TOOL)
             .then(|| arguments.get("command").and_then(|c| c.as_str()))
@@ -221,6 +246,9 @@ struct Ctx<'a> {
     fallback_src: &'a str,
     user_rules: &'a [CompiledRule],
     builtin_allows: bool,
+    shell: &'a ShellContext,
+    /// Read once per decision, when a git part needs it.
+    git_concern: std::cell::OnceCell<Option<String>>,
 }
 
 impl Ctx<'_> {
@@ -327,6 +355,29 @@ impl Ctx<'_> {
     /// rule matched (its script's commands decide).
     fn judge_part(&self, part: &Part, call_level: &[Candidate]) -> Option<Verdict> {
         let text = part.text();
+        if part.words.is_empty() && part.redirects.is_empty() && !part.complex {
+            // `NAME=value` alone: it runs nothing, but changes what the
+            // commands after it run, and its value is expanded.
+            if part.evaluates {
+                return Some(Verdict {
+                    permission: Permission::Ask,
+                    matched_rule: None,
+                    reason: format!(
+                        "`{}` evaluates a value as arithmetic, which can run the commands it holds; asking",
+                        part.raw_text().unwrap_or_default()
+                    ),
+                });
+            }
+            return part
+                .assignments
+                .iter()
+                .find(|(n, v)| read_only::assignment_changes_what_runs(n, v))
+                .map(|(name, _)| Verdict {
+                    permission: Permission::Ask,
+                    matched_rule: None,
+                    reason: format!("setting `{name}` can change what later commands run; asking"),
+                });
+        }
         let mut forms = vec![text.clone()];
         forms.extend(part.raw_text());
         if let Some(first) = part.words.first().filter(|w| w.contains('/')) {
@@ -368,7 +419,7 @@ impl Ctx<'_> {
             ));
         }
         if self.builtin_allows {
-            if let Some(pattern) = builtin::read_only(part) {
+            if let Some(pattern) = read_only::read_only(part, self.shell) {
                 candidates.push(builtin_candidate(&pattern, Permission::Allow));
             }
         }
@@ -376,18 +427,48 @@ impl Ctx<'_> {
             return None;
         }
         let mut v = self.pick(candidates, &format!("`{text}`"));
-        if (part.dynamic || part.complex) && v.permission == Permission::Allow {
-            v.permission = Permission::Ask;
-            v.reason = format!(
-                "`{text}` {}; asking",
-                if part.dynamic {
-                    "runs a program chosen at run time"
-                } else {
-                    "uses shell syntax the policy does not follow"
-                }
-            );
+        if v.permission == Permission::Allow {
+            if let Some(why) = self.unseen(part) {
+                v.permission = Permission::Ask;
+                v.reason = format!("`{text}` {why}; asking");
+            }
         }
         Some(v)
+    }
+
+    /// Why the policy cannot see what a part runs, if it cannot: such a
+    /// part is never allowed without approval, whatever the rules say.
+    fn unseen(&self, part: &Part) -> Option<String> {
+        if part.dynamic {
+            return Some("runs a program chosen at run time".to_string());
+        }
+        if part.complex {
+            return Some("uses shell syntax the policy does not follow".to_string());
+        }
+        if part.reads_program {
+            return Some("runs a program read from its input".to_string());
+        }
+        if part.evaluates {
+            return Some(
+                "evaluates a value as arithmetic, which can run the commands it holds".to_string(),
+            );
+        }
+        if let Some((name, _)) = part
+            .assignments
+            .iter()
+            .find(|(n, v)| read_only::assignment_changes_what_runs(n, v))
+        {
+            return Some(format!("sets `{name}`, which can change what runs"));
+        }
+        if part.program() == Some("git") {
+            let concern = self.git_concern.get_or_init(|| self.shell.git_concern());
+            if let Some(why) = concern {
+                return Some(format!(
+                    "runs git in a repository whose own config may run programs ({why})"
+                ));
+            }
+        }
+        None
     }
 
     /// A command that cannot be split: deny and ask rules are tried on its
@@ -418,6 +499,42 @@ impl Ctx<'_> {
         v.reason = format!("the command could not be parsed ({why}); {}", v.reason);
         v
     }
+}
+
+/// True when every command `command` runs is read-only by the built-in
+/// rule (listing, reading and searching tools with local arguments, no
+/// output written, nothing the policy cannot see), judged against `shell`.
+/// Config plays no part: this says what the command does, not whether it
+/// may run.
+pub fn shell_command_is_read_only(command: &str, shell: &ShellContext) -> bool {
+    let Ok(parts) = shell::split(command) else {
+        return false;
+    };
+    let policy = PermissionPolicy::default().with_shell_context(shell.clone());
+    let ctx = Ctx {
+        tool: SHELL_TOOL,
+        fallback: Permission::Ask,
+        fallback_src: "the default",
+        user_rules: &[],
+        builtin_allows: true,
+        shell: &policy.shell,
+        git_concern: std::cell::OnceCell::new(),
+    };
+    if builtin::pipe_to_shell(&parts).is_some() {
+        return false;
+    }
+    // Like `decide`: parts that decide nothing themselves (a bare
+    // assignment, a transparent `sh -c`) leave it to the others, and a
+    // command of only such parts gets the fallback, never allow.
+    let mut allowed_any = false;
+    for part in &parts {
+        match ctx.judge_part(part, &[]) {
+            Some(v) if v.permission == Permission::Allow => allowed_any = true,
+            Some(_) => return false,
+            None => {}
+        }
+    }
+    allowed_any
 }
 
 fn builtin_candidate(pattern: &str, decision: Permission) -> Candidate {

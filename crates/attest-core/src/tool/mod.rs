@@ -7,9 +7,13 @@
 //! tools, the shell sandbox) or in an embedder's own code. Nothing here
 //! starts a process or knows a sandbox.
 
+mod env;
 pub mod middleware;
+pub mod protected;
 mod registry;
 mod workspace;
+
+pub use env::{is_allowed as env_is_allowed, ToolEnv, ALLOWED_VARS};
 
 pub use middleware::{
     CallContext, ChainOutcome, Clearance, Denial, Middleware, MiddlewareDecision, PendingApproval,
@@ -122,6 +126,10 @@ impl ToolOutput {
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     pub workspace: Workspace,
+    /// The environment child processes of tools get: an allow list plus
+    /// configured pass-through names (SPEC F14); [`ToolEnv::minimal`]
+    /// unless the front end passes its own.
+    pub env: ToolEnv,
     /// Environment variables removed from every child process a tool starts
     /// (the provider's API key variable, …): tools never see harness secrets.
     pub hidden_env: Vec<String>,
@@ -131,15 +139,20 @@ impl ToolContext {
     pub fn new(workspace: Workspace) -> Self {
         ToolContext {
             workspace,
+            env: ToolEnv::minimal(),
             hidden_env: Vec::new(),
         }
     }
 
-    /// Remove the hidden variables from a command about to be spawned.
-    pub fn scrub_env(&self, cmd: &mut tokio::process::Command) {
-        for var in &self.hidden_env {
-            cmd.env_remove(var);
-        }
+    pub fn with_env(mut self, env: ToolEnv) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Give `cmd` the tools' environment: [`ToolContext::env`] less the
+    /// hidden variables, nothing else of the harness's.
+    pub fn apply_env(&self, cmd: &mut tokio::process::Command) {
+        self.env.apply(cmd, &self.hidden_env);
     }
 }
 

@@ -32,6 +32,15 @@ pub enum WorkspaceError {
         "path `{path}` goes through a symlink whose target does not exist; refusing to follow it"
     )]
     DanglingSymlink { path: String },
+    #[error(
+        "`{path}` is inside `{entry}`, which is protected: the harness's store, the workspace \
+         config and git's own files cannot be changed by tools"
+    )]
+    Protected {
+        path: String,
+        /// The protected entry (`.attest`, `attest.toml`, `.git`).
+        entry: &'static str,
+    },
     #[error("cannot access `{path}`: {source}")]
     Io {
         path: String,
@@ -117,6 +126,39 @@ impl Workspace {
             self.check_inside(rel, parent)?;
         }
         Ok(target)
+    }
+
+    /// Resolves a path a tool is to write (SPEC F14): like
+    /// [`Workspace::resolve_for_write`], but a path in a protected entry
+    /// (`.attest/`, `attest.toml`, `.git/`; see [`crate::protected`]) is
+    /// refused, as written and as resolved (symlinks into one, case
+    /// variants), before any directory is created.
+    pub fn resolve_for_tool_write(&self, rel: &str) -> Result<PathBuf, WorkspaceError> {
+        self.check_unprotected(rel, &super::protected::lexical_join(&self.root, rel))?;
+        let candidate = self.candidate(rel);
+        let target = match candidate.canonicalize() {
+            Ok(canonical) => self.check_inside(rel, canonical)?,
+            Err(e) if is_missing(&e) => self.resolve_missing(rel, &candidate)?,
+            Err(source) => {
+                return Err(WorkspaceError::Io {
+                    path: rel.to_string(),
+                    source,
+                })
+            }
+        };
+        self.check_unprotected(rel, &target)?;
+        self.resolve_for_write(rel)
+    }
+
+    /// Refuses `path` (absolute) when it is in a protected entry.
+    pub fn check_unprotected(&self, rel: &str, path: &Path) -> Result<(), WorkspaceError> {
+        match super::protected::protected_entry(&self.root, path) {
+            Some(entry) => Err(WorkspaceError::Protected {
+                path: rel.to_string(),
+                entry,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The workspace-relative form of a path under the root, `.` for the root
@@ -359,6 +401,52 @@ mod tests {
         );
         assert!(ws.resolve_for_write("dangling/x.txt").is_err());
         assert!(!outside.path().join("nothing-yet").exists());
+    }
+
+    #[test]
+    fn protected_paths_are_refused_for_tool_writes_and_create_nothing() {
+        let (d, _o, ws) = setup();
+        std::fs::create_dir_all(d.path().join(".git/hooks")).unwrap();
+        std::fs::create_dir(d.path().join(".attest")).unwrap();
+        std::fs::write(d.path().join(".attest/attest.db"), "db").unwrap();
+        symlink(d.path().join(".attest/attest.db"), d.path().join("db-link")).unwrap();
+        symlink(d.path().join(".git"), d.path().join("gitlink")).unwrap();
+        for (path, entry) in [
+            (".attest/attest.db", ".attest"),
+            ("./.attest/attest.db", ".attest"),
+            ("sub/../.attest/new", ".attest"),
+            ("attest.toml", "attest.toml"),
+            ("ATTEST.toml", "attest.toml"),
+            (".git/hooks/pre-commit", ".git"),
+            (".git/config", ".git"),
+            (".GIT/config", ".git"),
+            ("db-link", ".attest"),
+            ("gitlink/hooks/post-checkout", ".git"),
+            ("gitlink/new-dir/x", ".git"),
+        ] {
+            match ws.resolve_for_tool_write(path) {
+                Err(WorkspaceError::Protected { entry: e, .. }) => assert_eq!(e, entry, "{path}"),
+                other => panic!("{path}: expected Protected, got {other:?}"),
+            }
+        }
+        let abs = ws.root().join(".git/config");
+        assert!(matches!(
+            ws.resolve_for_tool_write(abs.to_str().unwrap()),
+            Err(WorkspaceError::Protected { .. })
+        ));
+        assert!(!d.path().join(".git/new-dir").exists());
+        assert!(!d.path().join(".GIT").exists());
+        // Lookalikes are ordinary files.
+        for path in [
+            ".gitignore",
+            "attest.toml.example",
+            "src/.git-notes",
+            "docs/.attest.md",
+        ] {
+            assert!(ws.resolve_for_tool_write(path).is_ok(), "{path}");
+        }
+        // The harness itself may still write there.
+        assert!(ws.resolve_for_write("attest.toml").is_ok());
     }
 
     #[test]

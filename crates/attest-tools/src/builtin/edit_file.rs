@@ -81,6 +81,14 @@ impl Tool for EditFile {
             }
             Err(e) => return ToolOutput::error(e.to_string()),
         };
+        let lexical = attest_core::tool::protected::lexical_join(ctx.workspace.root(), &args.path);
+        if let Err(e) = ctx
+            .workspace
+            .check_unprotected(&args.path, &lexical)
+            .and_then(|()| ctx.workspace.check_unprotected(&args.path, &path))
+        {
+            return ToolOutput::error(e.to_string());
+        }
         let rel = ctx.workspace.display(&path);
         if !path.is_file() {
             return ToolOutput::error(format!("`{rel}` is not a regular file"));
@@ -211,6 +219,34 @@ mod tests {
             .await;
         assert!(!out.success);
         assert!(out.output.starts_with("file not found: missing"));
+    }
+
+    #[tokio::test]
+    async fn protected_paths_are_refused() {
+        let (dir, ctx) = context();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(dir.path().join("attest.toml"), "[run]\n").unwrap();
+        symlink(dir.path().join("attest.toml"), dir.path().join("cfg")).unwrap();
+        for (path, old) in [
+            (".git/config", "[core]"),
+            ("attest.toml", "[run]"),
+            ("cfg", "[run]"),
+        ] {
+            let out = EditFile::new()
+                .execute(edit(path, old, "[alias]"), &ctx)
+                .await;
+            assert!(!out.success, "{path}");
+            assert!(
+                out.output.contains("which is protected"),
+                "{path}: {}",
+                out.output
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("attest.toml")).unwrap(),
+            "[run]\n"
+        );
     }
 
     #[tokio::test]

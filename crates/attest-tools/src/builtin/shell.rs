@@ -76,22 +76,15 @@ impl Tool for Shell {
             Ok(a) => a,
             Err(out) => return *out,
         };
-        let root = ctx.workspace.root();
-        let mut cmd = match &self.sandbox {
-            Some(sandbox) => match sandbox.command("sh", &["-c", &args.command], root) {
+        let cmd =
+            match process::tool_command(ctx, self.sandbox.as_deref(), "sh", &["-c", &args.command])
+            {
                 Ok(cmd) => cmd,
                 Err(e) => {
                     return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
                         .with_error_type(ErrorType::SpawnFailed)
                 }
-            },
-            None => {
-                let mut cmd = tokio::process::Command::new("sh");
-                cmd.arg("-c").arg(&args.command).current_dir(root);
-                cmd
-            }
-        };
-        ctx.scrub_env(&mut cmd);
+            };
         // The registry enforces `timeout()`; dropping the run kills the
         // command's whole process group.
         let finished = match process::run(cmd, None, None, STREAM_LIMIT).await {
@@ -147,10 +140,12 @@ fn sandbox_note(sandbox: Option<&Sandbox>, stderr: &str) -> Option<&'static str>
     report.mechanism?;
     let text = if report.network_allowed {
         "\n[attest] Commands run in a sandbox: writes are allowed only inside the workspace and \
-         $TMPDIR. Work within those limits or ask the user."
+         $TMPDIR, and `.attest/`, `attest.toml` and `.git/` are read-only. Work within those \
+         limits or ask the user."
     } else {
         "\n[attest] Commands run in a sandbox: writes are allowed only inside the workspace and \
-         $TMPDIR, and network access is off. Work within those limits or ask the user."
+         $TMPDIR, `.attest/`, `attest.toml` and `.git/` are read-only, and network access is \
+         off. Work within those limits or ask the user."
     };
     const SIGNS: [&str; 5] = [
         "Read-only file system",

@@ -60,7 +60,7 @@ impl Tool for WriteFile {
             Ok(a) => a,
             Err(out) => return *out,
         };
-        let path = match ctx.workspace.resolve_for_write(&args.path) {
+        let path = match ctx.workspace.resolve_for_tool_write(&args.path) {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(e.to_string()),
         };
@@ -150,6 +150,40 @@ mod tests {
         assert!(!outside.path().join("new.txt").exists());
         assert!(!outside.path().join("sub").exists());
         assert!(!abs.exists());
+    }
+
+    #[tokio::test]
+    async fn protected_paths_are_refused_with_a_clear_error() {
+        let (dir, ctx) = context();
+        std::fs::create_dir_all(dir.path().join(".attest")).unwrap();
+        std::fs::write(dir.path().join(".attest/attest.db"), "store").unwrap();
+        std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap();
+        symlink(dir.path().join(".git/hooks"), dir.path().join("hooks")).unwrap();
+        for path in [
+            ".attest/attest.db",
+            "./.attest/attest.db",
+            "attest.toml",
+            ".git/hooks/pre-commit",
+            ".Git/hooks/pre-commit",
+            "hooks/post-checkout",
+        ] {
+            let out = WriteFile::new()
+                .execute(json!({"path": path, "content": "pwned"}), &ctx)
+                .await;
+            assert!(!out.success, "{path}");
+            assert!(
+                out.output.contains("which is protected"),
+                "{path}: {}",
+                out.output
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".attest/attest.db")).unwrap(),
+            "store"
+        );
+        assert!(!dir.path().join("attest.toml").exists());
+        assert!(!dir.path().join(".git/hooks/pre-commit").exists());
+        assert!(!dir.path().join(".git/hooks/post-checkout").exists());
     }
 
     #[tokio::test]

@@ -12,7 +12,7 @@ pub(super) fn find_working() -> Option<PathBuf> {
         .find(|p| p.is_file())?;
     let root = Path::new("/");
     let ok = std::process::Command::new(&bwrap)
-        .args(arguments(&[], true, root))
+        .args(arguments(&[], &[], true, root))
         .args(["--", "sh", "-c", ":"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -23,8 +23,14 @@ pub(super) fn find_working() -> Option<PathBuf> {
 }
 
 /// The arguments before `--`: `/` read-only, fresh `/dev` and `/proc`,
-/// `writable` bound read-write at the same paths, new namespaces.
-pub(super) fn arguments(writable: &[PathBuf], no_network: bool, cwd: &Path) -> Vec<String> {
+/// `writable` bound read-write at the same paths, then `read_only` (the
+/// protected paths inside them) bound read-only over that, new namespaces.
+pub(super) fn arguments(
+    writable: &[PathBuf],
+    read_only: &[PathBuf],
+    no_network: bool,
+    cwd: &Path,
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "--die-with-parent",
         "--unshare-pid",
@@ -56,6 +62,10 @@ pub(super) fn arguments(writable: &[PathBuf], no_network: bool, cwd: &Path) -> V
         let p = path.to_string_lossy().into_owned();
         args.extend(["--bind".to_string(), p.clone(), p]);
     }
+    for path in read_only {
+        let p = path.to_string_lossy().into_owned();
+        args.extend(["--ro-bind".to_string(), p.clone(), p]);
+    }
     args.extend(["--chdir".to_string(), cwd.to_string_lossy().into_owned()]);
     args
 }
@@ -68,6 +78,10 @@ mod tests {
     fn arguments_bind_writable_paths_after_the_read_only_root() {
         let args = arguments(
             &[PathBuf::from("/w s"), PathBuf::from("/t")],
+            &[
+                PathBuf::from("/w s/.git"),
+                PathBuf::from("/w s/attest.toml"),
+            ],
             true,
             Path::new("/w s"),
         );
@@ -75,9 +89,13 @@ mod tests {
         let ro = joined.find("--ro-bind / /").unwrap();
         let rw = joined.find("--bind /w s /w s").unwrap();
         assert!(ro < rw, "{joined}");
+        // Protected paths are bound read-only after (over) the workspace.
+        let git = joined.find("--ro-bind /w s/.git /w s/.git").unwrap();
+        assert!(rw < git, "{joined}");
+        assert!(joined.contains("--ro-bind /w s/attest.toml /w s/attest.toml"));
         assert!(joined.contains("--bind /t /t"));
         assert!(joined.contains("--unshare-net"));
         assert!(joined.ends_with("--chdir /w s"), "{joined}");
-        assert!(!arguments(&[], false, Path::new("/")).contains(&"--unshare-net".to_string()));
+        assert!(!arguments(&[], &[], false, Path::new("/")).contains(&"--unshare-net".to_string()));
     }
 }

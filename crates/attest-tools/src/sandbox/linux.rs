@@ -1,10 +1,20 @@
-//! Landlock and network namespaces, applied in the child between fork and
-//! exec.
+//! Landlock, network and mount namespaces, applied in the child between
+//! fork and exec.
 //!
 //! Everything that allocates or opens files is prepared in the parent: the
-//! Landlock ruleset (its fd and path fds), the uid/gid map lines and the
-//! `/proc` paths. The child then only makes system calls, which is what is
-//! safe after `fork` in a multi-threaded program.
+//! Landlock ruleset (its fd and path fds), the uid/gid map lines, the
+//! `/proc` paths and the paths to mount read-only. The child then only
+//! makes system calls, which is what is safe after `fork` in a
+//! multi-threaded program.
+//!
+//! Protected paths (`.attest/`, `attest.toml`, `.git/`) cannot be carved
+//! out of a writable tree with Landlock, which only adds rights. So the
+//! child enters a mount namespace of its own, makes every mount private
+//! (nothing propagates back), bind-mounts each protected path onto itself
+//! and remounts it read-only, and only then restricts itself with
+//! Landlock, which from then on forbids any mount change (and mounts
+//! copied into a less privileged namespace are locked together, so an
+//! unmount cannot uncover the writable path either).
 
 use super::{Netns, SandboxError};
 use landlock::{
@@ -13,6 +23,7 @@ use landlock::{
 };
 use std::ffi::CString;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// Device files every command may write (discarding output, mostly).
@@ -35,7 +46,18 @@ pub(super) fn probe_landlock() -> u32 {
     if abi == 0 {
         return 0;
     }
-    let works = probe(|cmd| apply_std(cmd, abi, Netns::Unavailable, true, &[]).is_ok());
+    let works = probe(|cmd| {
+        apply_std(
+            cmd,
+            abi,
+            Netns::Unavailable,
+            true,
+            &[],
+            Netns::Unavailable,
+            &[],
+        )
+        .is_ok()
+    });
     if works {
         abi
     } else {
@@ -47,7 +69,7 @@ pub(super) fn probe_landlock() -> u32 {
 pub(super) fn probe_netns() -> Netns {
     for netns in [Netns::WithUserNs, Netns::Plain] {
         if probe(|cmd| {
-            let plan = NetnsPlan::new(netns);
+            let plan = NamespacePlan::new(netns, Netns::Unavailable, &[]);
             // SAFETY: the closure only makes async-signal-safe system calls
             // on data prepared before the fork.
             unsafe {
@@ -57,6 +79,42 @@ pub(super) fn probe_netns() -> Netns {
         }) {
             return netns;
         }
+    }
+    Netns::Unavailable
+}
+
+/// How a child can get a mount namespace in which a bind mount can be made
+/// read-only: tried for real on a throwaway directory, whose write must
+/// then fail.
+pub(super) fn probe_mountns() -> Netns {
+    let Ok(dir) = tempfile::Builder::new()
+        .prefix("attest-mount-probe-")
+        .tempdir()
+    else {
+        return Netns::Unavailable;
+    };
+    let target = dir.path().join("probe");
+    for kind in [Netns::WithUserNs, Netns::Plain] {
+        let plan = NamespacePlan::new(Netns::Unavailable, kind, &[dir.path().to_path_buf()]);
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg("echo x > \"$0\"")
+            .arg(&target)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: the closure only makes system calls on data prepared
+        // before the fork.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || plan.enter());
+        }
+        // A failed unshare or mount fails the spawn; a working one makes
+        // the write fail.
+        let refused = cmd.status().is_ok_and(|s| !s.success());
+        if refused && !target.exists() {
+            return kind;
+        }
+        let _ = std::fs::remove_file(&target);
     }
     Netns::Unavailable
 }
@@ -72,15 +130,19 @@ fn probe(setup: impl FnOnce(&mut std::process::Command) -> bool) -> bool {
 }
 
 /// Arranges for the child of `cmd` to enter a network namespace (unless
-/// `netns` is unavailable) and restrict itself with Landlock.
+/// `netns` is unavailable), mount `read_only` read-only in a mount
+/// namespace got as `mountns` says (when there are any), and restrict
+/// itself with Landlock to writing beneath `writable`.
 pub(super) fn apply(
     cmd: &mut tokio::process::Command,
     abi: u32,
     netns: Netns,
     no_network: bool,
     writable: &[PathBuf],
+    mountns: Netns,
+    read_only: &[PathBuf],
 ) -> Result<(), SandboxError> {
-    let pre_exec = prepare(abi, netns, no_network, writable)?;
+    let pre_exec = prepare(abi, netns, no_network, writable, mountns, read_only)?;
     // SAFETY: see `prepare`: the closure only makes system calls.
     unsafe {
         cmd.pre_exec(pre_exec);
@@ -94,8 +156,10 @@ fn apply_std(
     netns: Netns,
     no_network: bool,
     writable: &[PathBuf],
+    mountns: Netns,
+    read_only: &[PathBuf],
 ) -> Result<(), SandboxError> {
-    let pre_exec = prepare(abi, netns, no_network, writable)?;
+    let pre_exec = prepare(abi, netns, no_network, writable, mountns, read_only)?;
     // SAFETY: see `prepare`.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(cmd, pre_exec);
@@ -109,10 +173,17 @@ fn prepare(
     netns: Netns,
     no_network: bool,
     writable: &[PathBuf],
+    mountns: Netns,
+    read_only: &[PathBuf],
 ) -> Result<impl FnMut() -> io::Result<()> + Send + Sync + 'static, SandboxError> {
+    if !read_only.is_empty() && mountns == Netns::Unavailable {
+        return Err(SandboxError::Landlock(
+            "read-only mounts need a mount namespace, which is unavailable here".to_string(),
+        ));
+    }
     let ruleset = ruleset(abi, no_network, writable).map_err(SandboxError::Landlock)?;
     let mut ruleset = Some(ruleset);
-    let plan = NetnsPlan::new(netns);
+    let plan = NamespacePlan::new(netns, mountns, read_only);
     Ok(move || {
         plan.enter()?;
         let Some(ruleset) = ruleset.take() else {
@@ -126,11 +197,11 @@ fn prepare(
     })
 }
 
-/// Read and execute everywhere; everything beneath `writable`; TCP off
-/// when `no_network` and the kernel can (ABI 4); signals and abstract
-/// sockets scoped to the sandbox when it can (ABI 6). Rights the kernel
-/// lacks are dropped (the crate's best-effort mode); the report says what
-/// remains.
+/// Read and execute everywhere; everything beneath each of `writable`
+/// (file rights only, for a file); TCP off when `no_network` and the
+/// kernel can (ABI 4); signals and abstract sockets scoped to the sandbox
+/// when it can (ABI 6). Rights the kernel lacks are dropped (the crate's
+/// best-effort mode); the report says what remains.
 fn ruleset(abi: u32, no_network: bool, writable: &[PathBuf]) -> Result<RulesetCreated, String> {
     let fs_abi = ABI::V5;
     let mut ruleset = Ruleset::default()
@@ -159,9 +230,14 @@ fn ruleset(abi: u32, no_network: bool, writable: &[PathBuf]) -> Result<RulesetCr
         }
     }
     for path in writable {
+        let access = if path.is_dir() {
+            AccessFs::from_all(fs_abi)
+        } else {
+            AccessFs::from_file(fs_abi)
+        };
         let fd = PathFd::new(path).map_err(err)?;
         created = created
-            .add_rule(PathBeneath::new(fd, AccessFs::from_all(fs_abi)))
+            .add_rule(PathBeneath::new(fd, access))
             .map_err(err)?;
     }
     Ok(created)
@@ -171,24 +247,57 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// A network namespace to enter in the child, with everything it needs
+/// The namespaces to enter in the child, with everything they need
 /// prepared beforehand.
-struct NetnsPlan {
-    netns: Netns,
+struct NamespacePlan {
+    flags: libc::c_int,
+    user: bool,
     setgroups: CString,
     uid_map_path: CString,
     gid_map_path: CString,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
+    root: CString,
+    /// Paths to bind-mount read-only, each with the flags its mount
+    /// already has (a remount in a user namespace must keep them).
+    read_only: Vec<(CString, libc::c_ulong)>,
 }
 
-impl NetnsPlan {
-    fn new(netns: Netns) -> Self {
+impl NamespacePlan {
+    /// `netns`: how to get a network namespace (`Unavailable`: none);
+    /// `mountns`: how to get the mount namespace for `read_only` mounts.
+    fn new(netns: Netns, mountns: Netns, read_only: &[PathBuf]) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let c = |s: &str| CString::new(s).unwrap_or_default();
-        NetnsPlan {
-            netns,
+        let mut flags = 0;
+        let mut user = false;
+        if netns != Netns::Unavailable {
+            flags |= libc::CLONE_NEWNET;
+            user |= netns == Netns::WithUserNs;
+        }
+        let mounts = !read_only.is_empty() && mountns != Netns::Unavailable;
+        if mounts {
+            flags |= libc::CLONE_NEWNS;
+            user |= mountns == Netns::WithUserNs;
+        }
+        if user {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        let read_only = if mounts {
+            read_only
+                .iter()
+                .filter_map(|p| {
+                    let path = CString::new(p.as_os_str().as_bytes()).ok()?;
+                    Some((path.clone(), locked_mount_flags(&path)))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        NamespacePlan {
+            flags,
+            user,
             setgroups: c("/proc/self/setgroups"),
             uid_map_path: c("/proc/self/uid_map"),
             gid_map_path: c("/proc/self/gid_map"),
@@ -196,26 +305,94 @@ impl NetnsPlan {
             // and tools that check ownership (git) see the same user.
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            root: c("/"),
+            read_only,
         }
     }
 
-    /// In the child: unshare, then write the id maps.
+    /// In the child: unshare, write the id maps, mount.
     fn enter(&self) -> io::Result<()> {
-        match self.netns {
-            Netns::Unavailable => Ok(()),
-            Netns::Plain => unshare(libc::CLONE_NEWNET),
-            Netns::WithUserNs => {
-                unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
-                // `deny` must precede gid_map for an unprivileged writer;
-                // the file is missing on old kernels, which is fine.
-                match write_file(&self.setgroups, b"deny") {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
-                write_file(&self.uid_map_path, &self.uid_map)?;
-                write_file(&self.gid_map_path, &self.gid_map)
-            }
+        if self.flags == 0 {
+            return Ok(());
         }
+        unshare(self.flags)?;
+        if self.user {
+            // `deny` must precede gid_map for an unprivileged writer;
+            // the file is missing on old kernels, which is fine.
+            match write_file(&self.setgroups, b"deny") {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            write_file(&self.uid_map_path, &self.uid_map)?;
+            write_file(&self.gid_map_path, &self.gid_map)?;
+        }
+        if self.read_only.is_empty() {
+            return Ok(());
+        }
+        // Private first, so no mount made here shows up outside.
+        mount(
+            None,
+            &self.root,
+            (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong,
+        )?;
+        for (path, locked) in &self.read_only {
+            mount(
+                Some(path),
+                path,
+                (libc::MS_BIND | libc::MS_REC) as libc::c_ulong,
+            )?;
+            mount(
+                None,
+                path,
+                (libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY) as libc::c_ulong | locked,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The flags of the mount `path` is on that a remount must keep
+/// (`nosuid`, `nodev`, …): in a user namespace they are locked, and a
+/// remount without them is refused.
+fn locked_mount_flags(path: &CString) -> libc::c_ulong {
+    // SAFETY: statvfs writes into the zeroed struct we own; `path` is a
+    // valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return 0;
+    }
+    let pairs = [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    pairs
+        .iter()
+        .filter(|(st_flag, _)| st.f_flag & *st_flag != 0)
+        .fold(0, |acc, (_, ms)| acc | *ms as libc::c_ulong)
+}
+
+/// mount(2) with no file system type and no data.
+fn mount(source: Option<&CString>, target: &CString, flags: libc::c_ulong) -> io::Result<()> {
+    let source = source.map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: the pointers are valid C strings or null, as mount allows
+    // for bind mounts, remounts and propagation changes.
+    if unsafe {
+        libc::mount(
+            source,
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    } == 0
+    {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

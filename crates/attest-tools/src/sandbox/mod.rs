@@ -19,13 +19,22 @@
 //! (a few milliseconds) rather than trusting version numbers: containers
 //! and seccomp filters often forbid what the kernel supports.
 //!
-//! Not covered: reads (the whole filesystem stays readable), Unix sockets
-//! reachable by path (a Docker socket, for one), and the `.git` directory
-//! inside the workspace, which stays writable.
+//! Protected paths (SPEC F14): `.attest/`, `attest.toml` and `.git/` under
+//! the workspace are read-only to commands: bubblewrap binds them
+//! read-only over the writable workspace; Landlock does the same with
+//! bind mounts in a mount namespace of the child's (see `linux.rs`), and
+//! where the kernel gives no mount namespace it grants writes only beneath
+//! the workspace's other entries, so the root's own entries are fixed.
+//!
+//! What is and is not confined, per mechanism, is in [`SandboxReport`]
+//! (`report.rs`); reads are never confined.
 
 mod bwrap;
 #[cfg(target_os = "linux")]
 mod linux;
+mod report;
+
+pub use report::{NetworkIsolation, PathProtection, SandboxReport};
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -73,47 +82,6 @@ impl std::str::FromStr for SandboxMode {
                 "unknown sandbox mode `{other}` (expected workspace-write, read-only or off)"
             )),
         }
-    }
-}
-
-/// What network access sandboxed commands have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetworkIsolation {
-    /// A network namespace of their own: nothing outside is reachable.
-    Full,
-    /// TCP connect and bind are refused; UDP (DNS) is not.
-    TcpOnly,
-    None,
-}
-
-/// What the sandbox does on this machine, said once at the start of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SandboxReport {
-    pub mode: SandboxMode,
-    /// `bubblewrap` or `landlock`; `None` when commands run unconfined.
-    pub mechanism: Option<&'static str>,
-    /// Writes outside the workspace and the temp dir fail.
-    pub filesystem_confined: bool,
-    /// True only for [`NetworkIsolation::Full`].
-    pub network_isolated: bool,
-    pub network: NetworkIsolation,
-    /// The network was left on by configuration.
-    pub network_allowed: bool,
-    /// The kernel's Landlock ABI version, when it has Landlock.
-    pub landlock_abi: Option<u32>,
-    /// One plain sentence for the user.
-    pub note: String,
-}
-
-impl SandboxReport {
-    /// True when shell commands should each need approval: a sandbox was
-    /// wanted (the mode is not `off`) but writes are not confined, or the
-    /// network was to be off and is not.
-    pub fn shell_requires_approval(&self) -> bool {
-        self.mode != SandboxMode::Off
-            && (!self.filesystem_confined
-                || (!self.network_allowed && self.network == NetworkIsolation::None))
     }
 }
 
@@ -182,6 +150,9 @@ pub(crate) struct Capabilities {
     pub bwrap: Option<PathBuf>,
     pub landlock_abi: u32,
     pub netns: Netns,
+    /// How a child gets a mount namespace for read-only bind mounts
+    /// (Landlock's way to protect paths).
+    pub mountns: Netns,
 }
 
 pub(crate) fn capabilities() -> &'static Capabilities {
@@ -194,6 +165,7 @@ pub(crate) fn capabilities() -> &'static Capabilities {
                 bwrap: bwrap::find_working(),
                 landlock_abi,
                 netns: linux::probe_netns(),
+                mountns: linux::probe_mountns(),
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -202,6 +174,7 @@ pub(crate) fn capabilities() -> &'static Capabilities {
                 bwrap: None,
                 landlock_abi: 0,
                 netns: Netns::Unavailable,
+                mountns: Netns::Unavailable,
             }
         }
     })
@@ -215,6 +188,7 @@ enum Plan {
     Landlock {
         abi: u32,
         netns: Netns,
+        mountns: Netns,
     },
 }
 
@@ -343,14 +317,40 @@ impl Sandbox {
         paths
     }
 
+    /// The protected entries of the workspace that exist now (SPEC F14),
+    /// resolved when they are symlinks and kept only where commands could
+    /// otherwise write. Empty unless the workspace is writable.
+    pub fn protected_paths(&self) -> Vec<PathBuf> {
+        if self.options.mode != SandboxMode::WorkspaceWrite {
+            return Vec::new();
+        }
+        let writable = self.writable_paths();
+        let mut out: Vec<PathBuf> = Vec::new();
+        for path in attest_core::tool::protected::existing_protected_paths(&self.workspace) {
+            let real = match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.file_type().is_symlink() => match path.canonicalize() {
+                    Ok(real) => real,
+                    Err(_) => continue,
+                },
+                Ok(_) => path,
+                Err(_) => continue,
+            };
+            if writable.iter().any(|w| real.starts_with(w)) && !out.contains(&real) {
+                out.push(real);
+            }
+        }
+        out
+    }
+
     /// A command running `program args` in `cwd` under this sandbox.
     /// Environment scrubbing, stdio and timeouts stay the caller's.
     pub fn command(
         &self,
-        program: &str,
+        program: impl AsRef<std::ffi::OsStr>,
         args: &[&str],
         cwd: &Path,
     ) -> Result<tokio::process::Command, SandboxError> {
+        let program = program.as_ref();
         let mut cmd = match &self.plan {
             Plan::Unconfined => {
                 let mut cmd = tokio::process::Command::new(program);
@@ -361,6 +361,7 @@ impl Sandbox {
                 let mut cmd = tokio::process::Command::new(bwrap);
                 cmd.args(bwrap::arguments(
                     &self.writable_paths(),
+                    &self.protected_paths(),
                     !self.options.allow_network,
                     cwd,
                 ));
@@ -368,7 +369,11 @@ impl Sandbox {
                 cmd
             }
             #[cfg(target_os = "linux")]
-            Plan::Landlock { abi, netns } => {
+            Plan::Landlock {
+                abi,
+                netns,
+                mountns,
+            } => {
                 let mut cmd = tokio::process::Command::new(program);
                 cmd.args(args);
                 let netns = if self.options.allow_network {
@@ -376,12 +381,20 @@ impl Sandbox {
                 } else {
                     *netns
                 };
+                let protected = self.protected_paths();
+                let (writable, read_only) = if *mountns != Netns::Unavailable {
+                    (self.writable_paths(), protected)
+                } else {
+                    (self.landlock_grants_without_mounts(&protected), Vec::new())
+                };
                 linux::apply(
                     &mut cmd,
                     *abi,
                     netns,
                     !self.options.allow_network,
-                    &self.writable_paths(),
+                    &writable,
+                    *mountns,
+                    &read_only,
                 )?;
                 cmd
             }
@@ -400,6 +413,38 @@ impl Sandbox {
         }
         Ok(cmd)
     }
+
+    /// Landlock without a mount namespace cannot make a path under a
+    /// writable one read-only, so the workspace itself is not granted:
+    /// each of its entries is, except the protected ones and symlinks
+    /// (whose rule would land on their target). The workspace root's own
+    /// entries then cannot be created, removed or renamed.
+    fn landlock_grants_without_mounts(&self, protected: &[PathBuf]) -> Vec<PathBuf> {
+        let mut grants: Vec<PathBuf> = self
+            .writable_paths()
+            .into_iter()
+            .filter(|p| *p != self.workspace || self.options.mode != SandboxMode::WorkspaceWrite)
+            .collect();
+        if self.options.mode != SandboxMode::WorkspaceWrite {
+            return grants;
+        }
+        let Ok(entries) = std::fs::read_dir(&self.workspace) else {
+            return grants;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_symlink = entry.file_type().is_ok_and(|t| t.is_symlink());
+            let is_protected =
+                attest_core::tool::protected::protected_entry(&self.workspace, &path).is_some()
+                    || protected
+                        .iter()
+                        .any(|p| p.starts_with(&path) || path.starts_with(p));
+            if !is_symlink && !is_protected {
+                grants.push(path);
+            }
+        }
+        grants
+    }
 }
 
 /// Picks the mechanism and writes the report.
@@ -409,19 +454,8 @@ fn choose(
     force: Option<Mechanism>,
 ) -> (Plan, SandboxReport) {
     let abi = (caps.landlock_abi > 0).then_some(caps.landlock_abi);
-    let mut report = SandboxReport {
-        mode: options.mode,
-        mechanism: None,
-        filesystem_confined: false,
-        network_isolated: false,
-        network: NetworkIsolation::None,
-        network_allowed: options.allow_network,
-        landlock_abi: abi,
-        note: String::new(),
-    };
     if options.mode == SandboxMode::Off {
-        report.note = "sandbox off by configuration: shell commands run unconfined".to_string();
-        return (Plan::Unconfined, report);
+        return (Plan::Unconfined, SandboxReport::off(abi));
     }
     let use_bwrap = match force {
         Some(Mechanism::Bubblewrap) => true,
@@ -433,12 +467,9 @@ fn choose(
         (_, Some(abi)) => Plan::Landlock {
             abi,
             netns: caps.netns,
+            mountns: caps.mountns,
         },
         _ => Plan::Unconfined,
-    };
-    let writes = match options.mode {
-        SandboxMode::ReadOnly => "writes only to a private temp dir",
-        _ => "writes confined to the workspace and a private temp dir",
     };
     let network = match (&plan, caps.netns, abi) {
         _ if options.allow_network => NetworkIsolation::None,
@@ -449,31 +480,19 @@ fn choose(
         }
         _ => NetworkIsolation::None,
     };
-    let network_text = match (network, options.allow_network) {
-        (_, true) => "network allowed by configuration",
-        (NetworkIsolation::Full, _) => "network off",
-        (NetworkIsolation::TcpOnly, _) => "TCP off (UDP, including DNS, still reachable)",
-        (NetworkIsolation::None, _) => "network NOT isolated (no mechanism for it here)",
+    let facts = report::Facts {
+        mode: options.mode,
+        network,
+        network_allowed: options.allow_network,
+        landlock_abi: abi,
     };
-    report.network = network;
-    report.network_isolated = network == NetworkIsolation::Full;
-    report.note = match &plan {
-        Plan::Unconfined => {
-            "no sandbox available (no working bubblewrap, no Landlock): shell commands run \
-             unconfined, so each one needs approval"
-                .to_string()
-        }
-        Plan::Bubblewrap(_) => format!("sandbox: bubblewrap, {writes}, {network_text}"),
-        Plan::Landlock { abi, .. } => {
-            format!("sandbox: Landlock ABI {abi}, {writes}, {network_text}")
+    let report = match &plan {
+        Plan::Unconfined => SandboxReport::unconfined(facts),
+        Plan::Bubblewrap(_) => SandboxReport::bubblewrap(facts),
+        Plan::Landlock { mountns, .. } => {
+            SandboxReport::landlock(facts, *mountns != Netns::Unavailable)
         }
     };
-    report.mechanism = match plan {
-        Plan::Unconfined => None,
-        Plan::Bubblewrap(_) => Some(Mechanism::Bubblewrap.as_str()),
-        Plan::Landlock { .. } => Some(Mechanism::Landlock.as_str()),
-    };
-    report.filesystem_confined = report.mechanism.is_some();
     (plan, report)
 }
 
@@ -513,6 +532,7 @@ mod choose_tests {
             bwrap: bwrap.then(|| PathBuf::from("/usr/bin/bwrap")),
             landlock_abi: abi,
             netns,
+            mountns: netns,
         }
     }
 
@@ -523,7 +543,14 @@ mod choose_tests {
         assert_eq!(r.mechanism, Some("bubblewrap"));
         assert!(r.filesystem_confined && r.network_isolated);
         assert!(!r.shell_requires_approval());
-        assert_eq!(r.note, "sandbox: bubblewrap, writes confined to the workspace and a private temp dir, network off");
+        assert!(
+            r.note.starts_with(
+                "sandbox: bubblewrap, writes confined to the workspace and a private temp dir \
+                 (`.attest/`, `attest.toml` and `.git/` read-only), network off"
+            ),
+            "{}",
+            r.note
+        );
 
         let (_, r) = choose(&o, &caps(false, 6, Netns::Unavailable), None);
         assert_eq!(r.mechanism, Some("landlock"));

@@ -53,10 +53,11 @@ impl Fixture {
                 let sandbox =
                     Sandbox::build(SandboxOptions::new(mode), &ws, caps, Some(mechanism)).unwrap();
                 let label = format!(
-                    "{} ({:?}, netns {:?})",
+                    "{} ({:?}, netns {:?}, mountns {:?})",
                     mechanism.as_str(),
                     mode,
-                    caps.netns
+                    caps.netns,
+                    caps.mountns
                 );
                 assert_eq!(sandbox.report().mechanism, Some(mechanism.as_str()));
                 (Some(Arc::new(sandbox)), label)
@@ -95,10 +96,12 @@ fn mechanisms() -> Vec<(Capabilities, Mechanism)> {
     if caps.landlock_abi > 0 {
         out.push((caps.clone(), Mechanism::Landlock));
         if caps.netns != Netns::Unavailable && caps.landlock_abi >= 4 {
-            // Landlock alone must hold the network too (TCP).
+            // Landlock alone must hold the network (TCP) and the
+            // protected paths too.
             out.push((
                 Capabilities {
                     netns: Netns::Unavailable,
+                    mountns: Netns::Unavailable,
                     ..caps.clone()
                 },
                 Mechanism::Landlock,
@@ -250,8 +253,22 @@ async fn the_workspace_and_tmpdir_stay_writable() {
     }
     for (caps, mechanism) in mechanisms() {
         let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
+        let fixed_top =
+            f.sandbox.as_ref().unwrap().report().protected_paths == PathProtection::FixedTopLevel;
+        // Without a mount namespace, Landlock keeps the root's own entries
+        // fixed (the report says so): work one level down there.
+        let base = if fixed_top {
+            std::fs::create_dir(f.ws.join("work")).unwrap();
+            std::fs::write(f.ws.join("work/inside.txt"), "inside").unwrap();
+            f.ws.join("work")
+        } else {
+            f.ws.clone()
+        };
         let out = f
-            .run("mkdir -p sub && echo made > sub/new.txt && mv sub/new.txt moved.txt && rm inside.txt && cat moved.txt")
+            .run(&format!(
+                "cd '{}' && mkdir -p sub && echo made > sub/new.txt && mv sub/new.txt moved.txt && rm inside.txt && cat moved.txt",
+                base.display()
+            ))
             .await;
         assert!(out.success, "{}: {}", f.label, out.output);
         assert!(
@@ -260,12 +277,15 @@ async fn the_workspace_and_tmpdir_stay_writable() {
             f.label,
             out.output
         );
-        assert!(f.ws.join("moved.txt").exists());
-        assert!(!f.ws.join("inside.txt").exists());
+        assert!(base.join("moved.txt").exists());
+        assert!(!base.join("inside.txt").exists());
         if capabilities_has("git") {
             // Ids map to themselves, so git's ownership check still passes.
             let out = f
-                .run("git init -q . && git add moved.txt && git status --short")
+                .run(&format!(
+                    "cd '{}' && git init -q . && git add moved.txt && git status --short",
+                    base.display()
+                ))
                 .await;
             assert!(out.success, "{}: {}", f.label, out.output);
             assert!(
@@ -468,4 +488,207 @@ fn the_temp_dir_goes_with_the_sandbox() {
     )
     .unwrap_err();
     assert!(matches!(err, SandboxError::WritableRoot { .. }));
+}
+
+#[tokio::test]
+async fn protected_paths_are_read_only_inside_a_writable_workspace() {
+    if nothing_to_test() {
+        return;
+    }
+    for (caps, mechanism) in mechanisms() {
+        let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
+        std::fs::create_dir_all(f.ws.join(".attest")).unwrap();
+        std::fs::write(f.ws.join(".attest/attest.db"), "store").unwrap();
+        std::fs::write(f.ws.join("attest.toml"), "[run]\n").unwrap();
+        std::fs::create_dir_all(f.ws.join(".git/hooks")).unwrap();
+        std::fs::write(f.ws.join(".git/config"), "[core]\n").unwrap();
+        std::fs::create_dir(f.ws.join("sub")).unwrap();
+        let report = f.sandbox.as_ref().unwrap().report().clone();
+        for (what, command) in [
+            ("overwrite the store", "echo pwn > .attest/attest.db"),
+            ("append to the store", "echo pwn >> ./.attest/attest.db"),
+            ("truncate the store", ": > .attest/attest.db"),
+            ("delete the store", "rm -f .attest/attest.db"),
+            ("add a file to .attest", "echo x > .attest/forged.json"),
+            ("move .attest away", "mv .attest gone"),
+            ("append to attest.toml", "echo '[sandbox]' >> attest.toml"),
+            (
+                "replace attest.toml",
+                "echo x > new.toml && mv new.toml attest.toml",
+            ),
+            ("delete attest.toml", "rm -f attest.toml"),
+            (
+                "write .git/config",
+                "echo '[core] fsmonitor = x' >> .git/config",
+            ),
+            ("add a hook", "echo 'touch pwned' > .git/hooks/pre-commit"),
+            ("remove .git", "rm -rf .git"),
+        ] {
+            let _ = f.run(command).await;
+            assert_eq!(
+                std::fs::read_to_string(f.ws.join(".attest/attest.db"))
+                    .ok()
+                    .as_deref(),
+                Some("store"),
+                "{}: {what}",
+                f.label
+            );
+            assert!(
+                !f.ws.join(".attest/forged.json").exists(),
+                "{}: {what}",
+                f.label
+            );
+            assert_eq!(
+                std::fs::read_to_string(f.ws.join("attest.toml"))
+                    .ok()
+                    .as_deref(),
+                Some("[run]\n"),
+                "{}: {what}",
+                f.label
+            );
+            assert_eq!(
+                std::fs::read_to_string(f.ws.join(".git/config"))
+                    .ok()
+                    .as_deref(),
+                Some("[core]\n"),
+                "{}: {what}",
+                f.label
+            );
+            assert!(
+                !f.ws.join(".git/hooks/pre-commit").exists(),
+                "{}: {what}",
+                f.label
+            );
+        }
+        // Permission changes: a read-only mount refuses them; Landlock
+        // alone does not cover them, and the report says so.
+        let _ = f.run("chmod 000 .attest/attest.db").await;
+        let mode = std::fs::metadata(f.ws.join(".attest/attest.db"))
+            .unwrap()
+            .permissions();
+        let changed = std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777 == 0;
+        match report.protected_paths {
+            PathProtection::ReadOnlyMounts => {
+                assert!(!changed, "{}: chmod changed the store", f.label)
+            }
+            _ => assert!(
+                report
+                    .note
+                    .contains("permission, owner and timestamp changes"),
+                "{}: {}",
+                f.label,
+                report.note
+            ),
+        }
+        std::fs::set_permissions(
+            f.ws.join(".attest/attest.db"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+        // The rest of the workspace stays writable.
+        let out = f.run("echo ok > sub/new.txt && cat sub/new.txt").await;
+        assert!(out.success, "{}: {}", f.label, out.output);
+        let out = f.run("echo ok > top.txt").await;
+        match report.protected_paths {
+            PathProtection::ReadOnlyMounts => {
+                assert!(out.success, "{}: {}", f.label, out.output)
+            }
+            PathProtection::FixedTopLevel => assert!(
+                !out.success && !f.ws.join("top.txt").exists(),
+                "{}: the report says the root's entries are fixed: {}",
+                f.label,
+                out.output
+            ),
+            other => panic!("{}: unexpected protection {other:?}", f.label),
+        }
+        // The model is told why a write failed.
+        let out = f.run("echo pwn > .attest/attest.db").await;
+        assert!(
+            out.output.contains("read-only"),
+            "{}: {}",
+            f.label,
+            out.output
+        );
+        // The read-only mounts stayed in the command's own namespace.
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(
+            !mounts.contains(&f.ws.display().to_string()),
+            "{}: a mount leaked out: {mounts}",
+            f.label
+        );
+    }
+}
+
+#[test]
+fn the_report_names_the_protection_this_machine_gives() {
+    for (caps, mechanism) in mechanisms() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::build(
+            SandboxOptions::new(SandboxMode::WorkspaceWrite),
+            dir.path(),
+            &caps,
+            Some(mechanism),
+        )
+        .unwrap();
+        let r = sandbox.report();
+        println!("{}", r.note);
+        let expected = match (mechanism, caps.mountns) {
+            (Mechanism::Landlock, Netns::Unavailable) => PathProtection::FixedTopLevel,
+            _ => PathProtection::ReadOnlyMounts,
+        };
+        assert_eq!(r.protected_paths, expected, "{}", r.note);
+        assert!(r.note.contains("`.git/` read-only"), "{}", r.note);
+        assert!(
+            r.note.contains("not confined: reads anywhere"),
+            "{}",
+            r.note
+        );
+        let scoped = caps.landlock_abi >= 6 || mechanism == Mechanism::Bubblewrap;
+        assert_eq!(r.signals_confined, scoped, "{}", r.note);
+    }
+}
+
+#[tokio::test]
+async fn signals_and_abstract_sockets_stay_inside_where_the_report_says_so() {
+    if nothing_to_test() || !capabilities_has("python3") {
+        return;
+    }
+    // A process outside the sandbox that a command must not be able to
+    // signal.
+    let mut victim = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = victim.id();
+    let name = unique("attest-abstract");
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    for (caps, mechanism) in mechanisms() {
+        let f = Fixture::new(SandboxMode::WorkspaceWrite, Some((&caps, mechanism)));
+        let report = f.sandbox.as_ref().unwrap().report().clone();
+        if report.signals_confined {
+            let out = f.run(&format!("kill -0 {pid}")).await;
+            assert!(!out.success, "{}: signalled a process outside", f.label);
+        }
+        if report.abstract_sockets_confined {
+            let out = f
+                .run(&format!(
+                    "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\")'"
+                ))
+                .await;
+            assert!(
+                !out.success,
+                "{}: reached an abstract socket: {}",
+                f.label, out.output
+            );
+        }
+    }
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the abstract socket outside got a connection"
+    );
+    let _ = victim.kill();
+    let _ = victim.wait();
 }

@@ -22,6 +22,12 @@ pub(super) struct Word {
     pub quoted: bool,
     /// Contains a substitution or a variable: the value is not known.
     pub expands: bool,
+    /// Has an unquoted `*`, `?` or `[`: the shell may expand it to file
+    /// names (which can start with `-` and so become options).
+    pub glob: bool,
+    /// Evaluates a variable's value as arithmetic (`$((x))`, `${s:x}`,
+    /// `${a[x]}`, `${!x}`), which in bash runs any `$(…)` inside the value.
+    pub evaluates: bool,
 }
 
 pub(super) struct Lexer {
@@ -32,6 +38,9 @@ pub(super) struct Lexer {
     /// Heredocs whose bodies start after the next newline:
     /// (delimiter, quoted, strip leading tabs).
     heredocs: Vec<(String, bool, bool)>,
+    /// Heredoc bodies, in the order their `<<` operators appear, each with
+    /// whether expanding it evaluates a value as arithmetic.
+    pub heredoc_bodies: Vec<(String, bool)>,
 }
 
 impl Lexer {
@@ -41,6 +50,7 @@ impl Lexer {
             pos: 0,
             subs: Vec::new(),
             heredocs: Vec::new(),
+            heredoc_bodies: Vec::new(),
         }
     }
 
@@ -77,8 +87,8 @@ impl Lexer {
                     self.subs.push(body);
                     tokens.push(Token::Word(Word {
                         text: format!("{c}(…)"),
-                        quoted: false,
                         expands: true,
+                        ..Word::default()
                     }));
                 }
                 '<' | '>' => {
@@ -181,9 +191,11 @@ impl Lexer {
                 body.push_str(&line);
                 body.push('\n');
             }
+            let evaluates = !quoted && expansion_evaluates(&body);
             if !quoted {
                 self.subs.extend(scan_substitutions(&body));
             }
+            self.heredoc_bodies.push((body, evaluates));
         }
     }
 
@@ -227,7 +239,7 @@ impl Lexer {
                     w.quoted = true;
                     self.double_quoted(&mut w)?;
                 }
-                '$' => self.dollar(&mut w)?,
+                '$' => self.dollar(&mut w, false)?,
                 '`' => {
                     self.pos += 1;
                     let body = self.backtick_body()?;
@@ -236,6 +248,7 @@ impl Lexer {
                     w.expands = true;
                 }
                 c => {
+                    w.glob |= matches!(c, '*' | '?' | '[');
                     w.text.push(c);
                     self.pos += 1;
                 }
@@ -264,7 +277,7 @@ impl Lexer {
                     }
                     self.pos += 2;
                 }
-                Some('$') => self.dollar(w)?,
+                Some('$') => self.dollar(w, true)?,
                 Some('`') => {
                     self.pos += 1;
                     let body = self.backtick_body()?;
@@ -280,18 +293,33 @@ impl Lexer {
         }
     }
 
-    /// `$(…)`, `$((…))`, `${…}`, `$NAME`, or a lone `$`.
-    fn dollar(&mut self, w: &mut Word) -> Result<(), ParseError> {
+    /// `$(…)`, `$((…))`, `${…}`, `$NAME`, `$'…'` (ANSI-C quoting, as bash
+    /// and zsh read it), `$"…"`, or a lone `$`.
+    fn dollar(&mut self, w: &mut Word, in_double_quotes: bool) -> Result<(), ParseError> {
         self.pos += 1;
         match self.peek(0) {
+            Some('\'' | '"') if in_double_quotes => w.text.push('$'),
+            Some('\'') => {
+                self.pos += 1;
+                w.quoted = true;
+                self.ansi_c_quoted(w)?;
+            }
+            Some('"') => {
+                // bash's locale-translated string: a double-quoted one here.
+                self.pos += 1;
+                w.quoted = true;
+                self.double_quoted(w)?;
+            }
             Some('(') => {
                 self.pos += 1;
                 let arithmetic = self.peek(0) == Some('(');
                 let body = self.balanced_parens()?;
                 if arithmetic {
                     // `$((…))`: the body (inner parens included) is an
-                    // expression; only substitutions inside it run.
+                    // expression; only substitutions inside it run, but a
+                    // name in it is evaluated in turn.
                     self.subs.extend(scan_substitutions(&body));
+                    w.evaluates |= arithmetic_names(&body);
                     w.text.push_str("$((…))");
                 } else {
                     self.subs.push(body);
@@ -315,6 +343,7 @@ impl Lexer {
                 }
                 let body: String = self.chars[start..self.pos - 1].iter().collect();
                 self.subs.extend(scan_substitutions(&body));
+                w.evaluates |= parameter_evaluates(&body);
                 w.text.push_str("${");
                 w.text.push_str(&body);
                 w.text.push('}');
@@ -339,6 +368,80 @@ impl Lexer {
             _ => w.text.push('$'),
         }
         Ok(())
+    }
+
+    /// The body of `$'…'` after the opening quote, escapes decoded, so
+    /// `$'\x72\x6d'` is the word `rm` it runs as.
+    fn ansi_c_quoted(&mut self, w: &mut Word) -> Result<(), ParseError> {
+        loop {
+            let Some(c) = self.peek(0) else {
+                return Err(ParseError::Unbalanced("$' quote"));
+            };
+            self.pos += 1;
+            match c {
+                '\'' => return Ok(()),
+                '\\' => {
+                    let Some(e) = self.peek(0) else {
+                        return Err(ParseError::Unbalanced("$' quote"));
+                    };
+                    self.pos += 1;
+                    match e {
+                        'a' => w.text.push('\u{7}'),
+                        'b' => w.text.push('\u{8}'),
+                        'e' | 'E' => w.text.push('\u{1b}'),
+                        'f' => w.text.push('\u{c}'),
+                        'n' => w.text.push('\n'),
+                        'r' => w.text.push('\r'),
+                        't' => w.text.push('\t'),
+                        'v' => w.text.push('\u{b}'),
+                        'x' => self.push_code(w, 16, 2),
+                        'u' => self.push_code(w, 16, 4),
+                        'U' => self.push_code(w, 16, 8),
+                        '0'..='7' => {
+                            self.pos -= 1;
+                            self.push_code(w, 8, 3);
+                        }
+                        'c' => {
+                            if let Some(ctl) = self.peek(0) {
+                                self.pos += 1;
+                                w.text.push(char::from((ctl as u8) & 0x1f));
+                            }
+                        }
+                        other => {
+                            if !matches!(other, '\\' | '\'' | '"' | '?') {
+                                w.text.push('\\');
+                            }
+                            w.text.push(other);
+                        }
+                    }
+                }
+                c => w.text.push(c),
+            }
+        }
+    }
+
+    /// Up to `max` digits in `radix` as one character (`\x41`, `\101`).
+    fn push_code(&mut self, w: &mut Word, radix: u32, max: usize) {
+        let mut value = 0u32;
+        let mut digits = 0;
+        while digits < max {
+            match self.peek(0).and_then(|c| c.to_digit(radix)) {
+                Some(d) => {
+                    value = value.saturating_mul(radix).saturating_add(d);
+                    self.pos += 1;
+                    digits += 1;
+                }
+                None => break,
+            }
+        }
+        if digits == 0 {
+            return;
+        }
+        // Bytes above ASCII in `\x` form are raw bytes in bash; a
+        // replacement character keeps the word text valid and unlike any
+        // program name.
+        w.text
+            .push(char::from_u32(value).unwrap_or(char::REPLACEMENT_CHARACTER));
     }
 
     /// The body of `( … )` after the opening paren, up to its match,
@@ -445,4 +548,47 @@ fn scan_substitutions(text: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// True when an arithmetic expression names a variable (or expands one):
+/// its value is then evaluated as arithmetic too.
+fn arithmetic_names(expr: &str) -> bool {
+    expr.chars()
+        .any(|c| c.is_ascii_alphabetic() || c == '_' || c == '$' || c == '[')
+}
+
+/// True when a `${…}` body evaluates arithmetic: an offset (`s:x`, but not
+/// the `:-` `:=` `:+` `:?` defaults), a subscript (`a[x]`) or indirection
+/// (`!x`).
+fn parameter_evaluates(body: &str) -> bool {
+    if body.starts_with('!') || body.contains('[') {
+        return true;
+    }
+    let name_len = body
+        .char_indices()
+        .find(|(i, c)| !(c.is_ascii_alphanumeric() || *c == '_' || (*i == 0 && *c == '#')))
+        .map_or(body.len(), |(i, _)| i);
+    let rest = &body[name_len..];
+    rest.strip_prefix(':')
+        .is_some_and(|after| !after.starts_with(['-', '=', '+', '?']))
+}
+
+/// True when expanding `text` (an unquoted heredoc body) evaluates a
+/// value as arithmetic.
+fn expansion_evaluates(text: &str) -> bool {
+    let mut lexer = Lexer::new(text);
+    let mut w = Word::default();
+    while let Some(c) = lexer.peek(0) {
+        if c == '\\' {
+            lexer.pos += 2;
+        } else if c == '$' {
+            if lexer.dollar(&mut w, true).is_err() {
+                // Unbalanced: be safe.
+                return true;
+            }
+        } else {
+            lexer.pos += 1;
+        }
+    }
+    w.evaluates
 }
