@@ -45,7 +45,7 @@ pub struct AttemptRequest {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptOutcome {
-    Finished(AttemptRecord),
+    Finished(Box<AttemptRecord>),
     /// Stopped by the eval's cancellation; run again on resume.
     Interrupted,
 }
@@ -206,7 +206,7 @@ async fn run_job(
     let prepared = tokio::task::spawn_blocking(move || materialize(&fixture, &dir)).await;
     let mut record = match prepared {
         Ok(Ok(())) => match tokio::spawn(async move { runner.run_attempt(request).await }).await {
-            Ok(AttemptOutcome::Finished(record)) => record,
+            Ok(AttemptOutcome::Finished(record)) => *record,
             Ok(AttemptOutcome::Interrupted) => return None,
             Err(e) => AttemptRecord::infra(attempt, format!("the attempt runner crashed: {e}")),
         },
@@ -478,7 +478,7 @@ mod tests {
                 r.state = Some(TerminalState::Unverified);
                 r.reason = Some(TerminalReason::MissingReceipt);
             }
-            AttemptOutcome::Finished(r)
+            AttemptOutcome::Finished(Box::new(r))
         }
     }
 
@@ -671,7 +671,7 @@ cases:
                 let mut r = AttemptRecord::empty(request.attempt);
                 r.state = Some(TerminalState::Failed);
                 r.reason = Some(TerminalReason::ProviderError);
-                AttemptOutcome::Finished(r)
+                AttemptOutcome::Finished(Box::new(r))
             }
         }
         let s = setup(&SUITE.replace("repeat: 10", "repeat: 2"), 2);

@@ -18,11 +18,7 @@ pub fn duration(d: Duration) -> String {
 
 /// One line, for redrawing in place (`\r`) on a terminal.
 pub fn progress_line(p: &Progress) -> String {
-    let pct = if p.total == 0 {
-        100
-    } else {
-        p.done * 100 / p.total
-    };
+    let pct = (p.done * 100).checked_div(p.total).unwrap_or(100);
     let width = p.total.to_string().len();
     let mut line = format!(
         "[{:>width$}/{}] {pct:>3}%  elapsed {}  eta {}",
