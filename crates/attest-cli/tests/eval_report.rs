@@ -37,6 +37,7 @@ async fn boundary_result(dir: &Path) -> (PathBuf, EvalResult) {
         jobs: 4,
         work_dir: dir.join("work"),
         result_path: Some(path.clone()),
+        retry_infra: false,
         suite: Arc::new(suite),
     };
     let mut result = run_eval(

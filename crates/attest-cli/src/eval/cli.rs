@@ -58,6 +58,10 @@ pub struct RunEvalArgs {
     /// `FILE.d/` beside `--json FILE`, else `.attest-eval/<suite>/<time>/`).
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
+    /// When resuming, run attempts that failed for infrastructure reasons
+    /// again (by default every finished attempt is kept).
+    #[arg(long)]
+    pub retry_infra: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -257,6 +261,7 @@ fn plan_for(args: &RunEvalArgs, suite: Suite) -> Result<EvalPlan> {
         jobs: args.jobs,
         work_dir,
         result_path: args.json.clone(),
+        retry_infra: args.retry_infra,
     })
 }
 

@@ -72,6 +72,8 @@ pub struct EvalPlan {
     pub work_dir: PathBuf,
     /// Rewritten after every attempt when set.
     pub result_path: Option<PathBuf>,
+    /// On resume, run infra-failed attempts again instead of keeping them.
+    pub retry_infra: bool,
 }
 
 /// Where the eval stands, for a progress line.
@@ -106,6 +108,12 @@ pub enum EvalError {
     },
     #[error("nothing to run: {0}")]
     Empty(String),
+    #[error("{path} holds {what}, which this run does not plan; {fix}, or write to another file")]
+    NotPlanned {
+        path: String,
+        what: String,
+        fix: String,
+    },
 }
 
 struct Job {
@@ -157,15 +165,18 @@ fn skeleton(plan: &EvalPlan, model: String) -> EvalResult {
     }
 }
 
-/// Carry over the attempts of `previous` that the plan still wants.
+/// Carry over the attempts of `previous`. Every one must fit the plan: a
+/// rewrite must not silently drop results.
 fn carry_over(
     result: &mut EvalResult,
     previous: EvalResult,
     path: &Path,
+    retry_infra: bool,
 ) -> Result<u32, EvalError> {
+    let shown = path.display().to_string();
     if previous.suite_sha256 != result.suite_sha256 {
         return Err(EvalError::SuiteChanged {
-            path: path.display().to_string(),
+            path: shown,
             found: previous.suite_sha256,
             expected: result.suite_sha256.clone(),
         });
@@ -173,7 +184,15 @@ fn carry_over(
     result.started_at = previous.started_at;
     let mut carried = 0;
     for old_group in previous.groups {
+        let has_attempts = old_group.cases.iter().any(|c| !c.attempts.is_empty());
         let Some(group) = result.groups.iter_mut().find(|g| g.name == old_group.name) else {
+            if has_attempts {
+                return Err(EvalError::NotPlanned {
+                    path: shown,
+                    what: format!("results of group `{}`", old_group.name),
+                    fix: "add it to --groups".into(),
+                });
+            }
             continue;
         };
         for old_case in old_group.cases {
@@ -182,7 +201,20 @@ fn carry_over(
             };
             let mut seen = BTreeSet::new();
             for a in old_case.attempts {
-                if a.record.attempt < result.repeat && seen.insert(a.record.attempt) {
+                if a.record.attempt >= result.repeat {
+                    return Err(EvalError::NotPlanned {
+                        path: shown,
+                        what: format!(
+                            "attempt {} of case `{}` in group `{}`",
+                            a.record.attempt, case.id, group.name
+                        ),
+                        fix: format!("pass --repeat {} or more", a.record.attempt + 1),
+                    });
+                }
+                if retry_infra && a.record.is_infra_failure() {
+                    continue;
+                }
+                if seen.insert(a.record.attempt) {
                     case.attempts.push(a);
                     carried += 1;
                 }
@@ -258,7 +290,7 @@ pub async fn run_eval(
     let resumed = match previous {
         Some(prev) => {
             let path = plan.result_path.clone().unwrap_or_default();
-            carry_over(&mut result, prev, &path)?
+            carry_over(&mut result, prev, &path, plan.retry_infra)?
         }
         None => 0,
     };
@@ -511,6 +543,7 @@ cases:
             jobs,
             work_dir: dir.path().join("work"),
             result_path: Some(dir.path().join("r.json")),
+            retry_infra: false,
             suite: Arc::new(suite),
         };
         Setup { dir, plan }
@@ -637,6 +670,63 @@ cases:
         .await
         .unwrap_err();
         assert!(err.to_string().contains("different suite"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn resume_refuses_to_drop_results_and_can_retry_infra_failures() {
+        let s = setup(&SUITE.replace("repeat: 10", "repeat: 3"), 1);
+        let mut runner = FakeRunner::new(vec![]);
+        runner.panic_on = Some(1);
+        let (done, _) = run(&s.plan, Arc::new(runner), None, CancellationToken::new()).await;
+        assert_eq!(done.groups[0].infra_failures, 1);
+
+        let mut fewer = s.plan.clone();
+        fewer.repeat = 2;
+        let err = run_eval(
+            &fewer,
+            Arc::new(FakeRunner::new(vec![])),
+            Arc::new(RuleGrader),
+            Some(done.clone()),
+            CancellationToken::new(),
+            &|_| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("pass --repeat 3 or more"), "{err}");
+        let mut other = s.plan.clone();
+        other.groups = vec![Group::Baseline];
+        let err = run_eval(
+            &other,
+            Arc::new(FakeRunner::new(vec![])),
+            Arc::new(RuleGrader),
+            Some(done.clone()),
+            CancellationToken::new(),
+            &|_| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("group `full`"), "{err}");
+
+        // Kept by default: nothing runs again.
+        let again = Arc::new(FakeRunner::new(vec![]));
+        let (kept, _) = run(
+            &s.plan,
+            again.clone(),
+            Some(done.clone()),
+            CancellationToken::new(),
+        )
+        .await;
+        assert!(again.seen.lock().unwrap().is_empty());
+        assert_eq!(kept.groups[0].infra_failures, 1);
+        // With retry_infra, only the infra failure runs again.
+        let mut retry = s.plan.clone();
+        retry.retry_infra = true;
+        let again = Arc::new(FakeRunner::new(vec![]));
+        let (fixed, _) = run(&retry, again.clone(), Some(done), CancellationToken::new()).await;
+        let rerun: Vec<u32> = again.seen.lock().unwrap().iter().map(|s| s.2).collect();
+        assert_eq!(rerun, [1]);
+        assert_eq!(fixed.groups[0].infra_failures, 0);
+        assert_eq!(fixed.status, ResultStatus::Complete);
     }
 
     #[tokio::test]
