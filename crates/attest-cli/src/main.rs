@@ -67,6 +67,10 @@ enum Command {
     /// Durable memory with provenance: list, show, promote, retract,
     /// verify, import, and sync MEMORY.md hand edits.
     Memory(memory_cmd::MemoryArgs),
+    /// Evaluate the harness: a suite's cases K times per A/B group, with
+    /// metrics and intervals (`report` writes HTML, `compare` diffs two
+    /// result files).
+    Eval(attest_cli::eval::cli::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +95,9 @@ fn main() -> ExitCode {
         Command::Init(args) => report(workspace_cmd::init(args)),
         Command::Doctor(args) => workspace_cmd::doctor(args),
         Command::Memory(args) => report(memory_cmd::run(args)),
+        // The engine runner is not wired in yet: suites are validated,
+        // result files reported and compared.
+        Command::Eval(args) => runtime.block_on(attest_cli::eval::cli::run(args, None)),
     };
     ExitCode::from(code)
 }
