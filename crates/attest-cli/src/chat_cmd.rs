@@ -6,9 +6,10 @@
 use crate::inspect::timeline;
 use crate::output::Output;
 use crate::run_cmd::exit_code;
-use crate::setup::{prepare_with, EngineArgs};
+use crate::setup::{load_config, prepare_loaded, trust_store, EngineArgs};
 use anyhow::Result;
 use async_trait::async_trait;
+use attest::config::LoadedConfig;
 use attest::RunRequest;
 use attest_core::provider::TextSink;
 use attest_core::{new_id, ApprovalDecision, ApprovalRequest, Approver};
@@ -160,6 +161,34 @@ impl Approver for TerminalApprover {
     }
 }
 
+/// The settings for the chat. When the workspace's `attest.toml` sets
+/// security keys and is not trusted, a person at a terminal is asked once
+/// whether to trust it (SPEC F13); anything but yes keeps them ignored.
+async fn offer_trust(args: &EngineArgs, lines: &Lines) -> Result<LoadedConfig> {
+    use std::io::IsTerminal as _;
+    let loaded = load_config(args)?;
+    let Some(path) = loaded.untrusted_workspace() else {
+        return Ok(loaded);
+    };
+    if !std::io::stdin().is_terminal() {
+        return Ok(loaded);
+    }
+    eprint!(
+        "attest: {} sets security settings ({}). Trust this workspace and use them? [y/N] ",
+        path.display(),
+        loaded.ignored.join(", ")
+    );
+    let answer = lines.lock().await.recv().await.unwrap_or_default();
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        return Ok(loaded);
+    }
+    let store = trust_store()
+        .ok_or_else(|| anyhow::anyhow!("cannot locate the user config dir (set HOME)"))?;
+    let record = store.trust(&args.workspace)?;
+    eprintln!("attest: trusted {}", record.path.display());
+    load_config(args)
+}
+
 pub async fn chat(args: ChatArgs) -> u8 {
     match run_chat(args).await {
         Ok(code) => code,
@@ -178,7 +207,12 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
         always: Mutex::new(BTreeSet::new()),
         decided: Mutex::new(Vec::new()),
     });
-    let prepared = prepare_with(&args.engine, Some(approver.clone() as Arc<dyn Approver>))?;
+    let loaded = offer_trust(&args.engine, &lines).await?;
+    let prepared = prepare_loaded(
+        &args.engine,
+        loaded,
+        Some(approver.clone() as Arc<dyn Approver>),
+    )?;
     let session = args.session.clone().unwrap_or_else(new_id);
     let store = prepared.engine.store().clone();
     eprintln!(

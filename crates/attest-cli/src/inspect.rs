@@ -295,6 +295,9 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
         } => {
             format!("\nterminal: {state} ({reason})\n  basis: {basis}")
         }
+        TraceRecord::ConfigIgnored { key, source } => {
+            format!("  config ignored: {key} from untrusted {source}")
+        }
         TraceRecord::MemoryDecision {
             item_id,
             content_preview,

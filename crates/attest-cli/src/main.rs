@@ -9,6 +9,7 @@ mod output;
 mod render;
 mod run_cmd;
 mod setup;
+mod trust_cmd;
 mod workspace_cmd;
 
 use clap::{Parser, Subcommand};
@@ -64,6 +65,10 @@ enum Command {
     /// 0 when all files are current or customized, 1 when one is outdated,
     /// missing or empty or a skill or file cannot be used, 2 on errors.
     Doctor(workspace_cmd::DoctorArgs),
+    /// Trust a workspace's own attest.toml (its provider, permissions,
+    /// sandbox and tools settings); --list, --revoke. A changed file is
+    /// untrusted again.
+    Trust(trust_cmd::TrustArgs),
     /// Durable memory with provenance: list, show, promote, retract,
     /// verify, import, and sync MEMORY.md hand edits.
     Memory(memory_cmd::MemoryArgs),
@@ -95,6 +100,7 @@ fn main() -> ExitCode {
         Command::Init(args) => report(workspace_cmd::init(args)),
         Command::Doctor(args) => workspace_cmd::doctor(args),
         Command::Memory(args) => report(memory_cmd::run(args)),
+        Command::Trust(args) => report(trust_cmd::run(args)),
         // The engine runner is not wired in yet: suites are validated,
         // result files reported and compared.
         Command::Eval(args) => runtime.block_on(attest_cli::eval::cli::run(args, None)),

@@ -4,6 +4,8 @@
 //! the `attest` crate's builder; this file only decides what to ask it for.
 
 use anyhow::{Context, Result};
+use attest::config::{LoadOptions, LoadedConfig};
+use attest::trust::TrustStore;
 use attest::{
     ApprovalMode, Approver, Engine, EnvLookup, ProtocolMode, ProviderKind, ProviderSpec,
     RunSettings,
@@ -180,6 +182,24 @@ pub fn user_config_dir() -> Option<PathBuf> {
     Some(base.join("attest"))
 }
 
+/// The user's trusted workspaces (`~/.config/attest/trusted/`).
+pub fn trust_store() -> Option<TrustStore> {
+    user_config_dir().map(|d| TrustStore::new(d.join("trusted")))
+}
+
+/// The settings for `args`: `--config FILE` alone, else the user's config
+/// with the workspace's `attest.toml` over it (its security keys only when
+/// the workspace is trusted).
+pub fn load_config(args: &EngineArgs) -> Result<LoadedConfig> {
+    let trust = trust_store();
+    Ok(attest::config::load(LoadOptions {
+        explicit: args.config.as_deref(),
+        workspace: Some(&args.workspace),
+        user_config: user_config_path().as_deref(),
+        trust: trust.as_ref(),
+    })?)
+}
+
 pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
     prepare_with(args, None)
 }
@@ -187,12 +207,24 @@ pub fn prepare(args: &EngineArgs) -> Result<Prepared> {
 /// As [`prepare`], with an approver of the caller's (the chat's terminal
 /// prompt) instead of the `--approval` flag's.
 pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> Result<Prepared> {
-    let loaded = attest::config::load(
-        args.config.as_deref(),
-        &args.workspace,
-        user_config_path().as_deref(),
-    )?;
-    let note = loaded.note();
+    prepare_loaded(args, load_config(args)?, approver)
+}
+
+/// As [`prepare_with`], with settings already loaded.
+pub fn prepare_loaded(
+    args: &EngineArgs,
+    loaded: LoadedConfig,
+    approver: Option<Arc<dyn Approver>>,
+) -> Result<Prepared> {
+    if let Some(path) = loaded.untrusted_workspace() {
+        // Said once, plainly (SPEC F13); each run also traces them.
+        eprintln!(
+            "attest: {} is not trusted, so its security settings are ignored: {} (run `attest trust {}` to use them)",
+            path.display(),
+            loaded.ignored.join(", "),
+            args.workspace.display()
+        );
+    }
     let kind = match (args.provider, loaded.file.provider.name.as_deref()) {
         (Some(k), _) => Some(k),
         (None, Some(name)) => name.parse().ok(),
@@ -215,7 +247,7 @@ pub fn prepare_with(args: &EngineArgs, approver: Option<Arc<dyn Approver>>) -> R
     .context("cannot locate the user config dir for the fingerprint key (set HOME)")?;
 
     let mut builder = Engine::builder()
-        .config(loaded.file, note)
+        .loaded_config(loaded)
         .workspace(&args.workspace)
         .provider_spec(args.provider_spec())
         .env(process_env())

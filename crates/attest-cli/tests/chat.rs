@@ -9,6 +9,12 @@ use rexpect::session::PtySession;
 use serde_json::json;
 
 fn spawn_chat(model: &MockModel, ws: &TestWorkspace) -> PtySession {
+    trust_workspace(ws.path());
+    spawn_untrusted_chat(model, ws)
+}
+
+/// The chat without trusting the workspace's `attest.toml` first.
+fn spawn_untrusted_chat(model: &MockModel, ws: &TestWorkspace) -> PtySession {
     let bin = assert_cmd::cargo::cargo_bin("attest");
     let cmd = format!(
         "env XDG_CONFIG_HOME={} {} chat --provider openai --base-url {} --model m --stream -C {}",
@@ -85,4 +91,25 @@ async fn approval_asked_in_the_terminal_decides_whether_the_tool_runs() {
     assert!(trace.contains("terminal: completed"), "{trace}");
     // Both turns belong to one session: the second request carried the first turn.
     assert!(model.request_text(2).contains("create approved.txt"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_offers_once_to_trust_a_workspace_whose_config_sets_security_keys() {
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(VARIANTS[1], vec![Turn::text("hello")]).await;
+    let mut chat = spawn_untrusted_chat(&model, &ws);
+    tokio::task::block_in_place(|| {
+        chat.exp_string("Trust this workspace and use them? [y/N]")
+            .unwrap();
+        chat.send_line("y").unwrap();
+        chat.exp_string("trusted").unwrap();
+        chat.exp_string("you> ").unwrap();
+        chat.send_line("hi").unwrap();
+        chat.exp_string("[completed]").unwrap();
+        chat.send_line("/exit").unwrap();
+        chat.exp_eof().unwrap();
+    });
+    let listed = run_binary(vec!["trust".into(), "--list".into()], &[]).await;
+    let canonical = ws.path().canonicalize().unwrap().display().to_string();
+    assert!(listed.stdout.contains(&canonical), "{}", listed.stdout);
 }

@@ -104,6 +104,14 @@ pub enum TraceRecord {
         reason: TerminalReason,
         basis: String,
     },
+    /// A security key of an untrusted workspace's `attest.toml` that was
+    /// not used (SPEC F13): the run went on with the user's own config.
+    ConfigIgnored {
+        /// Dotted path of the key (`provider.base_url`, `tools`).
+        key: String,
+        /// The file that set it.
+        source: String,
+    },
     /// What memory consolidation, verification or retrieval decided about
     /// one item, and why (SPEC G2, H1). The preview is redacted.
     MemoryDecision {

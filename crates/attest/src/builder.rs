@@ -78,6 +78,9 @@ pub struct EngineBuilder {
     provider: ProviderChoice,
     config: ConfigFile,
     config_note: String,
+    /// Security keys an untrusted workspace config set, with their file:
+    /// traced in every run.
+    ignored_config: Vec<(String, String)>,
     workspace: PathBuf,
     builtin_tools: bool,
     tools: Vec<Arc<dyn Tool>>,
@@ -105,6 +108,7 @@ impl Default for EngineBuilder {
             provider: ProviderChoice::Spec(ProviderSpec::default()),
             config: ConfigFile::default(),
             config_note: String::new(),
+            ignored_config: Vec::new(),
             workspace: PathBuf::from("."),
             builtin_tools: true,
             tools: Vec::new(),
@@ -154,6 +158,23 @@ impl EngineBuilder {
         self.config = config;
         self.config_note = note.into();
         self
+    }
+
+    /// Settings as [`crate::config::load`] assembled them: the merged file,
+    /// and the security keys of an untrusted workspace config that were
+    /// left out (each run records them as `config_ignored`).
+    pub fn loaded_config(mut self, loaded: crate::config::LoadedConfig) -> Self {
+        let note = loaded.note();
+        let source = loaded
+            .untrusted_workspace()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        self.ignored_config = loaded
+            .ignored
+            .iter()
+            .map(|k| (k.clone(), source.clone()))
+            .collect();
+        self.config(loaded.file, note)
     }
 
     /// The workspace root: file tools are confined to it (default `.`).
@@ -403,6 +424,7 @@ impl EngineBuilder {
             label,
             memory: self.memory,
             notices: self.notices,
+            ignored_config: self.ignored_config,
         }))
     }
 

@@ -1,7 +1,17 @@
 //! `attest.toml`: the file schema and where it is looked up. The CLI and the
 //! server read the same file; a front end applies its own flags on top
 //! (precedence everywhere: flag, then environment, then file, then default).
+//!
+//! Trust (SPEC F13): keys are project keys (`[run]`, `[profiles]`,
+//! `[safety]`: run defaults, tool sets that can only narrow) or security
+//! keys (everything else: the provider's endpoint and key source,
+//! permissions, the sandbox, retries, command tools, MCP servers, the server
+//! and telemetry). The user's own config and an explicit `--config` file
+//! are trusted. A workspace's `attest.toml` is laid over the user's config;
+//! unless the user trusted that workspace (and that exact file), only its
+//! project keys count and each security key it sets is reported as ignored.
 
+use crate::trust::{config_digest, TrustStore, WORKSPACE_CONFIG};
 use attest_core::policy::PermissionsConfig;
 use attest_protocol::TaskType;
 use attest_tools::{CommandToolConfig, SandboxMode};
@@ -142,63 +152,183 @@ pub enum ConfigError {
     Invalid(String),
 }
 
-/// Where the config came from, for messages.
+/// The sections a workspace's own config may set without being trusted.
+pub const PROJECT_SECTIONS: [&str; 3] = ["run", "profiles", "safety"];
+
+/// Arrays of tables that add to the user's rather than replace them.
+const APPENDED_SECTIONS: [&str; 2] = ["tools", "mcp_servers"];
+
+/// Where the settings came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// The user's own config file.
+    User(PathBuf),
+    /// A file given explicitly (`--config`, the server's config).
+    Explicit(PathBuf),
+    /// The workspace's `attest.toml`, trusted or not.
+    Workspace { path: PathBuf, trusted: bool },
+}
+
+/// The settings in force and how they were assembled.
 #[derive(Debug, Default)]
 pub struct LoadedConfig {
     pub file: ConfigFile,
-    pub path: Option<PathBuf>,
+    pub sources: Vec<ConfigSource>,
+    /// Security keys of an untrusted workspace config that were not used,
+    /// as dotted paths (`provider.base_url`, `tools`).
+    pub ignored: Vec<String>,
 }
 
 impl LoadedConfig {
-    /// ` (config PATH)`, or nothing without a file: for error messages.
+    /// ` (config PATH, …)`, or nothing without a file: for error messages.
     pub fn note(&self) -> String {
-        self.path
-            .as_ref()
-            .map(|p| format!(" (config {})", p.display()))
-            .unwrap_or_default()
+        let paths: Vec<String> = self
+            .sources
+            .iter()
+            .map(|s| match s {
+                ConfigSource::User(p) | ConfigSource::Explicit(p) => p.display().to_string(),
+                ConfigSource::Workspace { path, .. } => path.display().to_string(),
+            })
+            .collect();
+        if paths.is_empty() {
+            String::new()
+        } else {
+            format!(" (config {})", paths.join(", "))
+        }
+    }
+
+    /// The workspace config that was read untrusted, when it set security
+    /// keys that were ignored.
+    pub fn untrusted_workspace(&self) -> Option<&Path> {
+        self.sources.iter().find_map(|s| match s {
+            ConfigSource::Workspace {
+                path,
+                trusted: false,
+            } if !self.ignored.is_empty() => Some(path.as_path()),
+            _ => None,
+        })
     }
 }
 
-/// Load `explicit`, else `<workspace>/attest.toml`, else `user_config` (the
-/// front end knows where the user's config directory is). An explicit file
-/// that does not exist is an error; the others are optional.
-pub fn load(
-    explicit: Option<&Path>,
-    workspace: &Path,
-    user_config: Option<&Path>,
-) -> Result<LoadedConfig, ConfigError> {
-    if let Some(path) = explicit {
+/// Where to look, and whom to believe.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions<'a> {
+    /// A file the user named: read alone, trusted.
+    pub explicit: Option<&'a Path>,
+    /// The workspace whose `attest.toml` is laid over the user's config.
+    pub workspace: Option<&'a Path>,
+    /// The user's own config file (the front end knows where it is).
+    pub user_config: Option<&'a Path>,
+    /// The user's trusted workspaces; `None` trusts no workspace config.
+    pub trust: Option<&'a TrustStore>,
+}
+
+/// Load the settings: an explicit file alone; else the user's config with
+/// the workspace's `attest.toml` over it, its security keys only when the
+/// workspace is trusted. Missing optional files are no error.
+pub fn load(opts: LoadOptions<'_>) -> Result<LoadedConfig, ConfigError> {
+    if let Some(path) = opts.explicit {
         if !path.is_file() {
             return Err(ConfigError::Missing(path.to_path_buf()));
         }
-        return read(path);
+        let (file, _) = read_table(path)?;
+        return Ok(LoadedConfig {
+            file,
+            sources: vec![ConfigSource::Explicit(path.to_path_buf())],
+            ignored: Vec::new(),
+        });
     }
-    let candidates = [
-        Some(workspace.join("attest.toml")),
-        user_config.map(Path::to_path_buf),
-    ];
-    for path in candidates.into_iter().flatten() {
+    let mut merged = toml::Table::new();
+    let mut loaded = LoadedConfig::default();
+    if let Some(path) = opts.user_config.filter(|p| p.is_file()) {
+        let (_, table) = read_table(path)?;
+        merge(&mut merged, table);
+        loaded.sources.push(ConfigSource::User(path.to_path_buf()));
+    }
+    if let Some(ws) = opts.workspace {
+        let path = ws.join(WORKSPACE_CONFIG);
         if path.is_file() {
-            return read(&path);
+            let (_, mut table) = read_table(&path)?;
+            let bytes = std::fs::read(&path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let trusted = opts
+                .trust
+                .is_some_and(|t| t.is_trusted(ws, &config_digest(&bytes)));
+            if !trusted {
+                loaded.ignored = security_keys(&table);
+                table.retain(|section, _| PROJECT_SECTIONS.contains(&section));
+            }
+            merge(&mut merged, table);
+            loaded
+                .sources
+                .push(ConfigSource::Workspace { path, trusted });
         }
     }
-    Ok(LoadedConfig::default())
+    loaded.file = toml::Value::Table(merged)
+        .try_into()
+        .map_err(|source| ConfigError::Parse {
+            path: PathBuf::from("(merged config)"),
+            source,
+        })?;
+    Ok(loaded)
 }
 
-/// Read and parse one config file.
-pub fn read(path: &Path) -> Result<LoadedConfig, ConfigError> {
+/// Read and parse one config file alone.
+pub fn read(path: &Path) -> Result<ConfigFile, ConfigError> {
+    Ok(read_table(path)?.0)
+}
+
+/// One file, checked against the schema on its own (so an error names the
+/// file it is in), and as a table for merging.
+fn read_table(path: &Path) -> Result<(ConfigFile, toml::Table), ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let file: ConfigFile = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+    let parse = |source| ConfigError::Parse {
         path: path.to_path_buf(),
         source,
-    })?;
-    Ok(LoadedConfig {
-        file,
-        path: Some(path.to_path_buf()),
-    })
+    };
+    let file: ConfigFile = toml::from_str(&text).map_err(parse)?;
+    let table: toml::Table = toml::from_str(&text).map_err(parse)?;
+    Ok((file, table))
+}
+
+/// `over` laid onto `base`: tables merge key by key, the appended arrays
+/// (command tools, MCP servers) add up, anything else is replaced.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (Some(toml::Value::Array(b)), toml::Value::Array(o))
+                if APPENDED_SECTIONS.contains(&key.as_str()) =>
+            {
+                b.extend(o)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// The security keys a config table sets, as dotted paths.
+fn security_keys(table: &toml::Table) -> Vec<String> {
+    let mut keys = Vec::new();
+    for (section, value) in table {
+        if PROJECT_SECTIONS.contains(&section.as_str()) {
+            continue;
+        }
+        match value {
+            toml::Value::Table(t) if !t.is_empty() => {
+                keys.extend(t.keys().map(|k| format!("{section}.{k}")))
+            }
+            _ => keys.push(section.clone()),
+        }
+    }
+    keys
 }
 
 #[cfg(test)]
@@ -237,5 +367,73 @@ evidence = "/message_id"
         assert_eq!(cfg.tools[0].name, "send_message");
         let err = toml::from_str::<ConfigFile>("[run]\nmax_stepz = 3").unwrap_err();
         assert!(err.to_string().contains("max_stepz"), "{err}");
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn an_untrusted_workspace_contributes_project_keys_only() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let user = write(
+            home.path(),
+            "config.toml",
+            "[provider]\nname = \"openai\"\nmodel = \"mine\"\n[run]\nmax_steps = 9\n[[tools]]\nname = \"a\"\ndescription = \"a\"\neffect = \"observe\"\ncommand = [\"true\"]\n",
+        );
+        write(
+            ws.path(),
+            WORKSPACE_CONFIG,
+            "[run]\nmax_steps = 3\n[provider]\nmodel = \"theirs\"\n[[tools]]\nname = \"b\"\ndescription = \"b\"\neffect = \"observe\"\ncommand = [\"true\"]\n",
+        );
+        let trust = TrustStore::new(home.path().join("trusted"));
+        let opts = LoadOptions {
+            explicit: None,
+            workspace: Some(ws.path()),
+            user_config: Some(&user),
+            trust: Some(&trust),
+        };
+        let untrusted = load(opts).unwrap();
+        assert_eq!(untrusted.file.run.max_steps, Some(3));
+        assert_eq!(untrusted.file.provider.model.as_deref(), Some("mine"));
+        let names: Vec<&str> = untrusted
+            .file
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(names, ["a"]);
+        assert_eq!(untrusted.ignored, ["provider.model", "tools"]);
+        assert!(untrusted.untrusted_workspace().is_some());
+
+        trust.trust(ws.path()).unwrap();
+        let trusted = load(opts).unwrap();
+        assert_eq!(trusted.file.provider.model.as_deref(), Some("theirs"));
+        let names: Vec<&str> = trusted.file.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"], "command tools add up");
+        assert!(trusted.ignored.is_empty());
+        assert_eq!(
+            trusted.file.provider.name.as_deref(),
+            Some("openai"),
+            "tables merge key by key"
+        );
+    }
+
+    #[test]
+    fn a_bad_file_is_named_in_the_error() {
+        let ws = tempfile::tempdir().unwrap();
+        write(ws.path(), WORKSPACE_CONFIG, "[run]\nmax_stepz = 3\n");
+        let err = load(LoadOptions {
+            workspace: Some(ws.path()),
+            ..LoadOptions::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("attest.toml") && err.to_string().contains("max_stepz"),
+            "{err}"
+        );
     }
 }

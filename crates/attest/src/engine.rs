@@ -111,6 +111,8 @@ pub(crate) struct Inner {
     pub(crate) label: String,
     pub(crate) memory: bool,
     pub(crate) notices: Notices,
+    /// `(key, file)` of untrusted workspace config keys left out.
+    pub(crate) ignored_config: Vec<(String, String)>,
 }
 
 /// The engine: cheap to clone, shared by every run it drives.
@@ -211,6 +213,17 @@ impl Engine {
                 loop_version: LOOP_VERSION.to_string(),
                 prompt_version: self.prompt_version(),
             })?;
+            for (key, source) in &inner.ignored_config {
+                store.append(
+                    &cfg.run_id,
+                    &attest_protocol::LogEntry::Trace {
+                        trace: attest_protocol::TraceRecord::ConfigIgnored {
+                            key: key.clone(),
+                            source: source.clone(),
+                        },
+                    },
+                )?;
+            }
         }
         let mut log = StoreLog {
             store: inner.store.clone(),

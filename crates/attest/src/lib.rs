@@ -53,6 +53,7 @@ pub mod memory;
 mod provider;
 mod settings;
 mod store_log;
+pub mod trust;
 
 pub use builder::{EngineBuilder, Notices};
 pub use engine::{Engine, RunHandle, RunRequest};

@@ -433,6 +433,7 @@ pub async fn run_binary(args: Vec<String>, env: &[(&str, &str)]) -> RunResult {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     tokio::task::spawn_blocking(move || {
+        trust_workspace_of(&args);
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("attest"));
         cmd.args(&args);
         for var in [
@@ -467,6 +468,37 @@ pub async fn run_binary(args: Vec<String>, env: &[(&str, &str)]) -> RunResult {
     .unwrap()
 }
 
+/// The tests' workspaces are the user's own: their `attest.toml` (with the
+/// test's retry, permission and tool settings) is trusted before a command
+/// that reads it, as `attest trust` would record it. Tests of the trust
+/// model itself spawn the binary themselves.
+pub fn trust_workspace_of(args: &[String]) {
+    let Some(i) = args.iter().position(|a| a == "-C" || a == "--workspace") else {
+        return;
+    };
+    let Some(dir) = args.get(i + 1) else { return };
+    if !Path::new(dir).join("attest.toml").is_file() {
+        return;
+    }
+    trust_workspace(Path::new(dir));
+}
+
+/// `attest trust DIR` with the tests' config home.
+pub fn trust_workspace(dir: &Path) {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("attest"))
+        .arg("trust")
+        .arg(dir)
+        .env("XDG_CONFIG_HOME", test_config_home())
+        .output()
+        .expect("run attest trust");
+    assert!(
+        out.status.success(),
+        "attest trust {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A config home for the binary under test: empty of config files, so the
 /// user's real config never leaks in; attest keeps its fingerprint key there.
 pub fn test_config_home() -> std::path::PathBuf {
@@ -487,6 +519,7 @@ pub async fn run_and_signal(
     when: &'static str,
 ) -> (Option<i32>, Vec<String>) {
     use std::io::{BufRead, BufReader};
+    trust_workspace(ws.path());
     let provider = match model.variant.wire {
         Wire::OpenAi => "openai",
         Wire::Anthropic => "anthropic",
