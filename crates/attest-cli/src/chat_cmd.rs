@@ -285,7 +285,9 @@ async fn run_chat(args: ChatArgs) -> Result<u8> {
             request.text_sink = Some(TextSink(Arc::new(move |delta: &str| {
                 flag.store(true, std::sync::atomic::Ordering::Relaxed);
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(delta.as_bytes());
+                // Already redacted by the engine; escape sequences a model
+                // writes must not drive the terminal.
+                let _ = out.write_all(crate::render::terminal_safe(delta).as_bytes());
                 let _ = out.flush();
             })));
         }

@@ -57,5 +57,5 @@ pub use forgery::{detect_forged_observation, Forgery};
 pub use judge::{judge, Attempt, Judgement};
 pub use log::{JsonlRunLog, LogEntry, LogError, MemoryRunLog, RunLog};
 pub use prompt::{base_system_prompt, CORRECTIVE_PREFIX, PROMPT_VERSION, PROTOCOL_PLACEHOLDER};
-pub use redact::{redact_secrets, Redactor};
+pub use redact::Redactor;
 pub use session::session_history;

@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 pub const DEFAULT_MAX_LEN: usize = 16 * 1024;
 /// Secrets shorter than this are not searched for: they would match
 /// everywhere and redact noise.
-const MIN_SECRET_LEN: usize = 4;
+pub const MIN_SECRET_LEN: usize = 4;
 
 /// Removes secrets from text and JSON values. Cheap to clone the config,
 /// the compiled patterns are shared process-wide.
@@ -63,6 +63,53 @@ impl Redactor {
         // Longest first, so a secret containing another is replaced whole.
         self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         self
+    }
+
+    /// The pieces of `text` that redaction removes: the secret values it
+    /// holds, as found by configured values and patterns.
+    pub fn removed_from(&self, text: &str) -> Vec<String> {
+        let redacted = self.redact_unbounded(text);
+        if redacted == text {
+            return Vec::new();
+        }
+        let mut removed = Vec::new();
+        let mut current = String::new();
+        for change in similar::TextDiff::from_chars(text, &redacted).iter_all_changes() {
+            match change.tag() {
+                similar::ChangeTag::Delete => current.push_str(change.value()),
+                _ if !current.is_empty() => removed.push(std::mem::take(&mut current)),
+                _ => {}
+            }
+        }
+        if !current.is_empty() {
+            removed.push(current);
+        }
+        removed
+    }
+
+    /// This redactor, for text that carries `clean`'s content cut into
+    /// pieces — a raw stream whose deltas split a secret between lines,
+    /// where no pattern sees it whole. It also removes every word of what
+    /// redaction takes out of `clean`, and each word's prefixes and suffixes
+    /// of [`MIN_SECRET_LEN`] characters or more (the halves a delta boundary
+    /// leaves).
+    pub fn for_pieces_of(&self, clean: &str) -> Redactor {
+        let mut pieces = Vec::new();
+        for removed in self.removed_from(clean) {
+            for word in removed
+                .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\\' | '\''))
+                .filter(|w| w.chars().count() >= MIN_SECRET_LEN)
+            {
+                let bounds: Vec<usize> = word.char_indices().map(|(i, _)| i).collect();
+                for &i in &bounds {
+                    pieces.push(word[i..].to_string());
+                    if i > 0 {
+                        pieces.push(word[..i].to_string());
+                    }
+                }
+            }
+        }
+        self.clone().with_secrets(pieces)
     }
 
     /// Replaces the path prefix `path` with `label` (e.g. the home directory
@@ -148,7 +195,16 @@ impl Redactor {
         if re.is_match(&out) {
             out = re
                 .replace_all(&out, |c: &regex::Captures| {
-                    let value = c[4].trim_end_matches(['}', ']', ')']);
+                    if c.get(4).is_some() {
+                        return format!("{}{}\"{REDACTED}\"", &c[1], &c[3]);
+                    }
+                    if c.get(5).is_some() {
+                        return format!("{}{}\\\"{REDACTED}\\\"", &c[1], &c[3]);
+                    }
+                    if c.get(6).is_some() {
+                        return format!("{}{}'{REDACTED}'", &c[1], &c[3]);
+                    }
+                    let value = c[7].trim_end_matches(['}', ']', ')']);
                     if is_count_key(&c[1]) && is_count_value(value) {
                         c[0].to_string()
                     } else {
@@ -206,12 +262,15 @@ fn is_count_value(value: &str) -> bool {
 }
 
 /// `key=value` / `key: value` where the key names a secret: group 1 the
-/// key, 3 the separator, 4 the value.
+/// key, 3 the separator, then the value — 4 double-quoted (spaces and
+/// escapes included, so `"password": "correct horse battery"` goes whole),
+/// 5 double-quoted inside a JSON string (`\"password\": \"a b\"`, as raw
+/// response bodies hold model text), 6 single-quoted, 7 bare.
 fn secret_assignment() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r#"(?i)\b([a-z0-9_.-]*(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth)[a-z0-9_.-]*)(\x22?\s*[:=]\s*\x22?)([^\s\x22',;&]+)"#,
+            r#"(?i)\b([a-z0-9_.-]*(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth)[a-z0-9_.-]*)(\\?\x22?\s*[:=]\s*)(?:\x22((?:[^\x22\\\n]|\\.)*)\x22|\\\x22((?:[^\x22\\\n]|\\\\.)*?)\\\x22|'([^'\n]*)'|\\?\x22?([^\s\x22\\',;&]+))"#,
         )
         .unwrap_or_else(|e| panic!("built-in redaction pattern must compile: {e}"))
     })
@@ -321,14 +380,6 @@ fn limit(text: &str, max: usize) -> String {
     }
 }
 
-/// Redact `text` with the configured `secrets` and the key/token patterns.
-/// Never shortens the text otherwise.
-pub fn redact_secrets(text: &str, secrets: &[String]) -> String {
-    Redactor::new()
-        .with_secrets(secrets.iter().cloned())
-        .redact_to(text, usize::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,6 +459,49 @@ mod tests {
         assert!(!out.contains("CANARY"), "{out}");
         let out = r.redact("Cookie: session=CANARY");
         assert!(!out.contains("CANARY"), "{out}");
+    }
+
+    #[test]
+    fn a_secret_cut_between_stream_lines_is_removed_from_the_raw_stream() {
+        let r = Redactor::new();
+        let clean =
+            r#"Done: {"password": "correct horse battery staple"} and sk-live-abcdef0123456789xyz"#;
+        let raw = "data: {\"content\":\"Done: {\\\"password\\\": \\\"correct hor\"}\n\
+                   data: {\"content\":\"se battery staple\\\"} and sk-live-abcdef01\"}\n\
+                   data: {\"content\":\"23456789xyz\"}\n";
+        let plain = r.redact(raw);
+        assert!(
+            plain.contains("battery"),
+            "per line, nothing matches: {plain}"
+        );
+        let out = r.for_pieces_of(clean).redact(raw);
+        // Pieces shorter than MIN_SECRET_LEN ("hor|se") can remain.
+        for piece in ["correct", "battery", "staple", "abcdef01", "23456789xyz"] {
+            assert!(!out.contains(piece), "{piece}: {out}");
+        }
+        assert!(out.contains("Done"), "{out}");
+    }
+
+    #[test]
+    fn quoted_secret_values_go_whole_spaces_and_all() {
+        let r = Redactor::new();
+        for text in [
+            r#"{"password": "correct horse battery staple"}"#,
+            r#"password = 'correct horse battery staple'"#,
+            r#"{"api_key":"correct horse \"battery\" staple"}"#,
+            r#"{"content": "see {\"password\": \"correct horse battery staple\"}"}"#,
+        ] {
+            let out = r.redact(text);
+            for word in ["correct", "horse", "battery", "staple"] {
+                assert!(!out.contains(word), "{text} -> {out}");
+            }
+            assert!(out.contains("[REDACTED]"), "{out}");
+        }
+        // The surrounding JSON stays well-formed.
+        let out = r.redact(r#"{"password": "a b c", "user": "ann"}"#);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["user"], "ann");
+        assert_eq!(v["password"], "[REDACTED]");
     }
 
     #[test]

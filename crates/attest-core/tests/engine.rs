@@ -835,8 +835,9 @@ async fn token_deltas_are_live_redacted_in_order_before_the_response_events_and_
     let (_provider, engine) = piece_engine(dir.path(), Arc::clone(&seen_delta));
     let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
     cfg.stream_progress = true;
-    cfg.secrets = vec!["hunter2-streamed-secret".into()];
-    // A chat's text sink still gets the raw pieces.
+    cfg.redactor = attest_core::Redactor::new().with_secrets(["hunter2-streamed-secret"]);
+    // A chat's text sink gets the same redacted text as the delta events
+    // (SPEC F8: nothing the run shows carries a secret).
     let shown = Arc::new(std::sync::Mutex::new(String::new()));
     let into = Arc::clone(&shown);
     cfg.text_sink = Some(attest_providers::TextSink(Arc::new(move |t: &str| {
@@ -903,7 +904,7 @@ async fn token_deltas_are_live_redacted_in_order_before_the_response_events_and_
     assert_eq!(step_text(2), "notes.txt says 42.");
     assert_eq!(
         shown.lock().unwrap().as_str(),
-        "Reading the notes. Key: hunter2-streamed-secret ok\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n</tool_call>notes.txt says 42."
+        "Reading the notes. Key: [REDACTED] ok\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n</tool_call>notes.txt says 42."
     );
 
     // Deltas are live only: the log holds the other events, numbered

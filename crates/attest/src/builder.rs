@@ -372,13 +372,15 @@ impl EngineBuilder {
         if let Some(name) = self.profile.as_ref().or(file.run.profile.as_ref()) {
             registry = apply_profile(registry, file, name)?;
         }
+        // The one redactor (SPEC F8): what every part of a run scrubs with.
+        let redactor = attest_core::Redactor::new().with_secrets(secrets);
         let tracker =
-            self.install_safety(&mut registry, &workspace, sandbox.as_deref(), &secrets)?;
+            self.install_safety(&mut registry, &workspace, sandbox.as_deref(), &redactor)?;
 
         let contract = self.contract(&registry)?;
         let mut cfg = RunConfig::new(contract);
         self.apply_run_defaults(&mut cfg)?;
-        cfg.secrets = secrets;
+        cfg.redactor = redactor;
         cfg.context_layers = context_layers;
 
         let approval = self.approval.unwrap_or(ApprovalMode::Deny);
@@ -512,7 +514,7 @@ impl EngineBuilder {
         registry: &mut ToolRegistry,
         workspace: &Workspace,
         sandbox: Option<&Sandbox>,
-        secrets: &[String],
+        redactor: &attest_core::Redactor,
     ) -> Result<Arc<FailureTracker>, Error> {
         let file = &self.config;
         let permissions = self
@@ -555,7 +557,6 @@ impl EngineBuilder {
             KeyChoice::Path(path) => FingerprintKey::load_or_create(path),
         }
         .map_err(|e| Error::config(format!("fingerprint key: {e}")))?;
-        let redactor = attest_core::Redactor::new().with_secrets(secrets.iter().cloned());
         let retry = ToolRetryPolicy {
             retry_budget: file
                 .safety
@@ -569,8 +570,11 @@ impl EngineBuilder {
             retry,
             file.safety.task_type.unwrap_or_default(),
         ));
-        for middleware in standard_chain(Arc::new(redactor), Arc::new(policy), Arc::clone(&tracker))
-        {
+        for middleware in standard_chain(
+            Arc::new(redactor.clone()),
+            Arc::new(policy),
+            Arc::clone(&tracker),
+        ) {
             registry.push_middleware(middleware);
         }
         Ok(tracker)

@@ -12,7 +12,7 @@ use crate::store_log::{resume_state, verify_log, SharedStore, StoreLog, Unchaine
 use attest_core::provider::TextSink;
 use attest_core::state::{AgentState, SliceFilter};
 use attest_core::tool::Workspace;
-use attest_core::{new_id, redact_secrets, session_history, ContextLayer, RunConfig, RunOutcome};
+use attest_core::{new_id, session_history, ContextLayer, RunConfig, RunOutcome};
 use attest_protocol::{CompletionContract, Event, TranscriptItem, LOOP_VERSION};
 use attest_store::{NewRun, RunRecord};
 use std::sync::Arc;
@@ -207,7 +207,7 @@ impl Engine {
                 id: cfg.run_id.clone(),
                 session_id: cfg.session_id.clone(),
                 trace_id: cfg.trace_id.clone(),
-                prompt: redact_secrets(&prompt, &cfg.secrets),
+                prompt: cfg.redactor.redact_to(&prompt, usize::MAX),
                 settings: serde_json::to_value(&settings)
                     .map_err(attest_store::StoreError::from)?,
                 loop_version: LOOP_VERSION.to_string(),
@@ -233,7 +233,7 @@ impl Engine {
             .core
             .run(&prompt, &cfg, &mut log, observer, cancel)
             .await?;
-        self.remember(&outcome, &cfg.secrets, memory_decisions);
+        self.remember(&outcome, &cfg.redactor, memory_decisions);
         Ok(outcome)
     }
 
@@ -329,7 +329,7 @@ impl Engine {
             .core
             .resume(state, &cfg, &mut log, observer, cancel)
             .await?;
-        self.remember(&outcome, &cfg.secrets, memory_decisions);
+        self.remember(&outcome, &cfg.redactor, memory_decisions);
         Ok(outcome)
     }
 
@@ -465,7 +465,7 @@ impl Engine {
     fn remember(
         &self,
         outcome: &RunOutcome,
-        secrets: &[String],
+        redactor: &attest_core::Redactor,
         decisions: Vec<attest_core::memory::DecisionRecord>,
     ) {
         if !self.inner.memory {
@@ -476,7 +476,7 @@ impl Engine {
             store.as_mut(),
             self.inner.workspace.root(),
             outcome,
-            secrets,
+            redactor,
             decisions,
         ) {
             Ok(projection) => {

@@ -76,12 +76,11 @@ pub fn after_run(
     store: &mut dyn Store,
     root: &Path,
     outcome: &RunOutcome,
-    secrets: &[String],
+    redactor: &Redactor,
     earlier: Vec<DecisionRecord>,
 ) -> Result<Option<Projection>, Error> {
     let items = store.items(&outcome.run_id)?;
     let existing = store.memory_items(&[])?;
-    let redactor = Redactor::new().with_secrets(secrets.iter().cloned());
     let result = consolidate(
         &RunSummary {
             run_id: &outcome.run_id,
@@ -91,7 +90,7 @@ pub fn after_run(
         },
         &existing,
         &skills(root),
-        &redactor,
+        redactor,
         Utc::now(),
     );
     for item in &result.upserts {

@@ -82,6 +82,9 @@ pub enum Turn {
         code: u16,
         retry_after: Option<&'static str>,
     },
+    /// An HTTP error status whose body is this text (a provider echoing
+    /// what it was sent, say).
+    ErrorBody { code: u16, body: String },
     /// A streamed reply cut off before its terminator.
     BrokenStream { text: String, calls: Vec<Call> },
     /// Wait before answering with the inner turn.

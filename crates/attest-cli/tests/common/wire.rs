@@ -15,6 +15,9 @@ pub fn render(variant: Variant, turn: &Turn) -> ResponseTemplate {
             }
             t
         }
+        Turn::ErrorBody { code, body } => {
+            ResponseTemplate::new(*code).set_body_raw(body.clone().into_bytes(), "application/json")
+        }
         Turn::Reply {
             text,
             calls,

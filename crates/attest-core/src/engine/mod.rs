@@ -81,8 +81,11 @@ pub struct RunConfig {
     pub retry: RetryPolicy,
     /// Wall-clock limit for the whole run.
     pub timeout: Option<Duration>,
-    /// Secret values (API keys) scrubbed from everything the run writes.
-    pub secrets: Vec<String>,
+    /// The one redactor of the run (SPEC F8), built where the secrets are
+    /// known (the builder): it scrubs the configured secret values and
+    /// anything shaped like a key from everything the run keeps, sends or
+    /// shows — transcript, events, traces, live deltas, memory.
+    pub redactor: crate::redact::Redactor,
     /// Earlier turns of the session, already reduced to evidence by
     /// [`crate::session_history`]. Sent before this run's items; not logged again.
     pub prior_history: Vec<TranscriptItem>,
@@ -203,7 +206,7 @@ impl RunConfig {
             temperature: None,
             retry: RetryPolicy::default(),
             timeout: None,
-            secrets: Vec::new(),
+            redactor: crate::redact::Redactor::new(),
             prior_history: Vec::new(),
             compaction: CompactionPolicy::default(),
             context_layers: Vec::new(),

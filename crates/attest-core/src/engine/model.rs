@@ -148,21 +148,18 @@ impl Run<'_> {
             stop: Vec::new(),
         };
         let provider = Arc::clone(&self.engine.provider);
-        let streaming = self.cfg.stream_progress;
+        // Live text (progress events, the chat's display) is redacted
+        // across delta boundaries before anyone sees it, like everything the
+        // run keeps (SPEC F8).
+        let streaming = self.cfg.stream_progress || self.cfg.text_sink.is_some();
         let (delta_tx, mut delta_rx) = mpsc::unbounded_channel::<String>();
         // Deltas go through a channel: the sink may be called on another
         // thread (the local model's), events are emitted from this task.
-        let sink = if streaming {
-            let outer = self.cfg.text_sink.clone();
-            Some(TextSink(Arc::new(move |text: &str| {
-                if let Some(outer) = &outer {
-                    (outer.0)(text);
-                }
+        let sink = streaming.then(|| {
+            TextSink(Arc::new(move |text: &str| {
                 let _ = delta_tx.send(text.to_string());
-            })))
-        } else {
-            self.cfg.text_sink.clone()
-        };
+            }))
+        });
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -204,11 +201,7 @@ impl Run<'_> {
                 self.show_deltas(step, &mut deltas, String::new(), &mut delta_rx);
                 let held = deltas.finish(&|t: &str| self.redact(t));
                 if let Some(text) = held {
-                    self.emit_live(EventBody::Progress {
-                        step,
-                        text,
-                        delta: true,
-                    });
+                    self.show_live(step, text);
                 }
             }
             let error = match result {
@@ -259,6 +252,17 @@ impl Run<'_> {
             return;
         }
         if let Some(text) = deltas.push(&text, &|t: &str| self.redact(t)) {
+            self.show_live(step, text);
+        }
+    }
+
+    /// Redacted live text to the display sink and, when asked for, as a
+    /// `progress` delta event (observer only, never logged).
+    fn show_live(&mut self, step: u32, text: String) {
+        if let Some(sink) = &self.cfg.text_sink {
+            (sink.0)(&text);
+        }
+        if self.cfg.stream_progress {
             self.emit_live(EventBody::Progress {
                 step,
                 text,
@@ -286,7 +290,7 @@ impl Run<'_> {
         })?;
         self.trace(TraceRecord::RawOutput {
             step,
-            raw: self.redact(&response.raw),
+            raw: self.redact_raw(response),
         })
     }
 

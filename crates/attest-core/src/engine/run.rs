@@ -204,7 +204,7 @@ impl<'a> Run<'a> {
             doom: DoomLoopGuard::new(cfg.doom_loop.threshold, cfg.doom_loop.extra_repeats),
             pending_reminder: None,
             doom_stop: None,
-            redactor: Redactor::new().with_secrets(cfg.secrets.iter().cloned()),
+            redactor: cfg.redactor.clone(),
         }
     }
 
@@ -280,7 +280,7 @@ impl<'a> Run<'a> {
                 self.trace(TraceRecord::ProtocolViolation {
                     step,
                     kind,
-                    raw: self.redact(&response.raw),
+                    raw: self.redact_raw(&response),
                 })?;
                 self.emit(EventBody::ProtocolError { step, kind, detail })?;
                 self.push(TranscriptItem::HarnessMessage {
@@ -529,6 +529,7 @@ impl<'a> Run<'a> {
         reason: TerminalReason,
         basis: String,
     ) -> Result<RunOutcome, EngineError> {
+        let basis = self.redact(&basis);
         let answer = self.last_answer.clone();
         self.push(TranscriptItem::Terminal {
             state,
@@ -571,7 +572,15 @@ impl<'a> Run<'a> {
         })
     }
 
-    pub(super) fn emit(&mut self, body: EventBody) -> Result<(), EngineError> {
+    pub(super) fn emit(&mut self, mut body: EventBody) -> Result<(), EngineError> {
+        // Free text that can quote the model or a provider goes through the
+        // run's one redactor whatever built it (SPEC F8).
+        match &mut body {
+            EventBody::ProtocolError { detail: text, .. }
+            | EventBody::ProviderRetry { error: text, .. }
+            | EventBody::Done { basis: text, .. } => *text = self.redact(text),
+            _ => {}
+        }
         self.seq += 1;
         let event = Event {
             run_id: self.cfg.run_id.clone(),
@@ -605,7 +614,10 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    pub(super) fn trace(&mut self, trace: TraceRecord) -> Result<(), EngineError> {
+    pub(super) fn trace(&mut self, mut trace: TraceRecord) -> Result<(), EngineError> {
+        if let TraceRecord::Terminal { basis, .. } = &mut trace {
+            *basis = self.redact(basis);
+        }
         self.log.append(&LogEntry::Trace { trace })?;
         Ok(())
     }
@@ -618,6 +630,25 @@ impl<'a> Run<'a> {
             return value.clone();
         }
         serde_json::from_str(&redacted).unwrap_or(serde_json::Value::String(redacted))
+    }
+
+    /// A response's raw output, scrubbed for the audit trace. A streamed
+    /// response's raw lines can split a secret the parsed text holds whole,
+    /// so every piece of what redaction removes from the parsed text is
+    /// removed from the raw lines too (SPEC H2: secrets never stored).
+    pub(super) fn redact_raw(&self, response: &ModelResponse) -> String {
+        let mut clean = response.text.clone();
+        for part in response
+            .reasoning
+            .iter()
+            .chain(response.tool_calls.iter().map(|c| &c.arguments))
+        {
+            clean.push('\n');
+            clean.push_str(part);
+        }
+        self.redactor
+            .for_pieces_of(&clean)
+            .redact_to(&response.raw, usize::MAX)
     }
 
     /// Scrub secrets — configured values (API keys) and anything shaped
