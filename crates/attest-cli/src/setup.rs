@@ -173,6 +173,20 @@ pub fn user_config_path() -> Option<PathBuf> {
     user_config_dir().map(|d| d.join("config.toml"))
 }
 
+/// `ATTEST_CACHE_DIR`, `$XDG_CACHE_HOME/attest` or `~/.cache/attest`.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    let nonempty = |v: &str| {
+        std::env::var_os(v)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
+    nonempty("ATTEST_CACHE_DIR").or_else(|| {
+        nonempty("XDG_CACHE_HOME")
+            .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
+            .map(|base| base.join("attest"))
+    })
+}
+
 /// `$XDG_CONFIG_HOME/attest` or `~/.config/attest`.
 pub fn user_config_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
@@ -259,6 +273,9 @@ pub fn prepare_loaded(
         .approval_mode(args.approval.unwrap_or(ApprovalMode::Deny));
     if let Some(approver) = approver {
         builder = builder.approver(approver);
+    }
+    if let Some(dir) = user_cache_dir() {
+        builder = builder.protocol_memory(dir.join("protocols.json"));
     }
     if let Some(name) = &args.profile {
         builder = builder.profile(name);

@@ -17,8 +17,9 @@ fn spawn_chat(model: &MockModel, ws: &TestWorkspace) -> PtySession {
 fn spawn_untrusted_chat(model: &MockModel, ws: &TestWorkspace) -> PtySession {
     let bin = assert_cmd::cargo::cargo_bin("attest");
     let cmd = format!(
-        "env XDG_CONFIG_HOME={} {} chat --provider openai --base-url {} --model m --stream -C {}",
+        "env XDG_CONFIG_HOME={} ATTEST_CACHE_DIR={} {} chat --provider openai --base-url {} --model m --stream -C {}",
         test_config_home().display(),
+        ws.path().join(".test-cache").display(),
         bin.display(),
         model.base_url(),
         ws.path().display()

@@ -190,3 +190,67 @@ async fn the_corrective_turn_shows_the_action_syntax() {
     );
     assert!(model.request_text(1).contains("Action: read_file["));
 }
+
+/// `--protocol auto` learns (issue 20): a model behind an OpenAI-compatible
+/// server that answered two runs without a native call while tools were
+/// offered runs the text protocol on the next run, with a note and a
+/// declared cache reset; its Action then runs like any call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_never_calls_natively_is_moved_to_the_text_protocol() {
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("ATTEST_CACHE_DIR", cache.path().to_str().unwrap())];
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(
+        VARIANTS[0],
+        vec![
+            Turn::text("I cannot call tools, but the port is probably 8080."),
+            Turn::text("I cannot call tools, but the port is probably 8080."),
+            Turn::text("Thought: read it.\nAction: read_file{path: \"config.toml\"}"),
+            Turn::text("Final Answer: The port is 8080."),
+        ],
+    )
+    .await;
+    for run in 0..2 {
+        let r = run_attest_env(
+            &model,
+            &ws,
+            &[
+                "--expect",
+                "observe",
+                "--max-corrections",
+                "0",
+                "Which port?",
+            ],
+            &env,
+        )
+        .await;
+        assert_eq!(r.code, 3, "run {run}: {}", r.describe());
+        assert!(
+            !r.stderr.contains("text protocol"),
+            "run {run}: {}",
+            r.stderr
+        );
+    }
+    // Both native requests offered tools through the API.
+    assert!(model.requests()[1]["tools"].is_array());
+    let r = run_attest_env(&model, &ws, &["--expect", "observe", "Which port?"], &env).await;
+    assert_eq!(r.code, 0, "{}", r.describe());
+    assert!(r.stderr.contains("using the text protocol"), "{}", r.stderr);
+    let third = &model.requests()[2];
+    assert!(
+        third.get("tools").is_none(),
+        "tools still sent natively: {third}"
+    );
+    assert!(
+        third.to_string().contains("Action:"),
+        "no text-protocol tool block: {third}"
+    );
+    let done = r.events.last().unwrap();
+    assert_eq!(done["receipts"][0]["tool_name"], "read_file");
+    let log = ws.log_entries();
+    assert!(
+        log.iter().any(|e| e["trace"]["record"] == "cache_reset"
+            && e["trace"]["reset_point"]["reason"] == "protocol_switch"),
+        "no declared reset for the switch"
+    );
+}

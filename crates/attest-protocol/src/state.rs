@@ -85,6 +85,9 @@ pub enum CacheResetReason {
     ToolSchemaChange,
     StructuredSchemaChange,
     ProviderRouteChange,
+    /// `--protocol auto` moved a model to the text protocol after runs
+    /// without a native tool call.
+    ProtocolSwitch,
 }
 
 /// A declared point where the cached prompt prefix is allowed to change

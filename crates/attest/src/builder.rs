@@ -96,6 +96,7 @@ pub struct EngineBuilder {
     /// list and `[sandbox] env_passthrough`); `None`: a minimal `PATH`.
     tool_env_source: Option<Vec<(OsString, OsString)>>,
     key: KeyChoice,
+    protocol_memory: Option<crate::protocol_choice::ProtocolMemory>,
     memory: bool,
     workspace_context: bool,
     notices: Notices,
@@ -122,6 +123,7 @@ impl Default for EngineBuilder {
             env: no_env(),
             tool_env_source: None,
             key: KeyChoice::Generated,
+            protocol_memory: None,
             memory: false,
             workspace_context: true,
             notices: Arc::new(|_| {}),
@@ -271,6 +273,15 @@ impl EngineBuilder {
         self
     }
 
+    /// Learn, per model and endpoint, whether native tool calls arrive under
+    /// `--protocol auto`, in this file (default: no learning). A model that
+    /// answered two runs without a native call while tools were offered gets
+    /// the text protocol from then on.
+    pub fn protocol_memory(mut self, path: impl Into<PathBuf>) -> Self {
+        self.protocol_memory = Some(crate::protocol_choice::ProtocolMemory::new(path));
+        self
+    }
+
     /// Durable memory with provenance (SPEC G): the memory layer before each
     /// run, consolidation and `MEMORY.md` after it (default: off).
     pub fn memory(mut self, on: bool) -> Self {
@@ -341,10 +352,24 @@ impl EngineBuilder {
         let note = &self.config_note;
         let workspace = Workspace::new(&self.workspace)
             .map_err(|e| Error::config(format!("workspace {}: {e}", self.workspace.display())))?;
+        let mut learning = None;
         let (provider, label, secrets, hidden_env, provider_spec) = match &self.provider {
             ProviderChoice::Spec(spec) => {
-                let built = build_provider(spec, file, workspace.root(), &self.env)
-                    .map_err(|e| with_note(e, note))?;
+                let built = build_provider(
+                    spec,
+                    file,
+                    workspace.root(),
+                    &self.env,
+                    self.protocol_memory.as_ref(),
+                )
+                .map_err(|e| with_note(e, note))?;
+                if let Some((key, true)) = &built.learning {
+                    (self.notices)(&format!(
+                        "{key} made no native tool call in {} runs that offered tools; using the text protocol (--protocol native to go back)",
+                        crate::protocol_choice::RUNS_BEFORE_SWITCH
+                    ));
+                }
+                learning = built.learning.clone();
                 (
                     built.provider,
                     built.label,
@@ -427,6 +452,9 @@ impl EngineBuilder {
             memory: self.memory,
             notices: self.notices,
             ignored_config: self.ignored_config,
+            learning: learning.and_then(|(key, switched)| {
+                self.protocol_memory.map(|memory| (memory, key, switched))
+            }),
         }))
     }
 

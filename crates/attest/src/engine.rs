@@ -113,6 +113,9 @@ pub(crate) struct Inner {
     pub(crate) notices: Notices,
     /// `(key, file)` of untrusted workspace config keys left out.
     pub(crate) ignored_config: Vec<(String, String)>,
+    /// `--protocol auto` learning: the memory, the model's key, and whether
+    /// this engine already switched it to the text protocol.
+    pub(crate) learning: Option<(crate::protocol_choice::ProtocolMemory, String, bool)>,
 }
 
 /// The engine: cheap to clone, shared by every run it drives.
@@ -213,6 +216,25 @@ impl Engine {
                 loop_version: LOOP_VERSION.to_string(),
                 prompt_version: self.prompt_version(),
             })?;
+            if let Some((_, key, true)) = &inner.learning {
+                // A different protocol means a different prompt prefix: a
+                // declared reset point (SPEC E4).
+                store.append(
+                    &cfg.run_id,
+                    &attest_protocol::LogEntry::Trace {
+                        trace: attest_protocol::TraceRecord::CacheReset {
+                            step: 0,
+                            reset_point: attest_protocol::CacheResetPoint {
+                                reason: attest_protocol::CacheResetReason::ProtocolSwitch,
+                                prefix_hash_before: String::new(),
+                                prefix_hash_after: String::new(),
+                                source_refs: vec![key.clone()],
+                                created_at: chrono::Utc::now(),
+                            },
+                        },
+                    },
+                )?;
+            }
             for (key, source) in &inner.ignored_config {
                 store.append(
                     &cfg.run_id,
@@ -234,7 +256,20 @@ impl Engine {
             .run(&prompt, &cfg, &mut log, observer, cancel)
             .await?;
         self.remember(&outcome, &cfg.redactor, memory_decisions);
+        self.learn_protocol(&outcome.run_id);
         Ok(outcome)
+    }
+
+    /// After a native-protocol run under `--protocol auto`: whether a
+    /// native call arrived while tools were offered.
+    fn learn_protocol(&self, run_id: &str) {
+        let Some((memory, key, false)) = &self.inner.learning else {
+            return;
+        };
+        let entries = self.inner.store.lock().entries(run_id);
+        if let Ok(entries) = entries {
+            memory.learn(key, &entries);
+        }
     }
 
     /// Run a task to its terminal state.

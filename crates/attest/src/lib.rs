@@ -50,6 +50,7 @@ pub mod config;
 mod engine;
 mod error;
 pub mod memory;
+mod protocol_choice;
 mod provider;
 mod settings;
 mod store_log;
@@ -58,6 +59,7 @@ pub mod trust;
 pub use builder::{EngineBuilder, Notices};
 pub use engine::{Engine, RunHandle, RunRequest};
 pub use error::Error;
+pub use protocol_choice::{ProtocolMemory, ProtocolRecord};
 pub use provider::{
     build_provider, no_env, BuiltProvider, EnvLookup, ProtocolMode, ProviderKind, ProviderSpec,
 };

@@ -8,6 +8,7 @@
 
 use crate::config::ConfigFile;
 use crate::error::Error;
+use crate::protocol_choice::ProtocolMemory;
 use attest_core::provider::ModelProvider;
 use attest_providers::http::{HttpProvider, HttpProviderConfig, WireFormat};
 use attest_providers::scripted::ScriptedProvider;
@@ -143,6 +144,10 @@ pub struct BuiltProvider {
     /// The spec with every default filled in, stored with the run so a
     /// resume talks to the same model.
     pub resolved: ProviderSpec,
+    /// Under `--protocol auto` against an OpenAI-compatible server: the
+    /// model's key in the protocol memory, and whether it was moved to the
+    /// text protocol for never making a native call.
+    pub learning: Option<(String, bool)>,
 }
 
 impl std::fmt::Debug for BuiltProvider {
@@ -161,8 +166,10 @@ pub fn build_provider(
     config: &ConfigFile,
     workspace: &Path,
     env: &EnvLookup,
+    memory: Option<&ProtocolMemory>,
 ) -> Result<BuiltProvider, Error> {
     let file = &config.provider;
+    let mut learning = None;
     let kind = match (spec.kind, file.name.as_deref()) {
         (Some(k), _) => k,
         (None, Some(name)) => name
@@ -280,6 +287,14 @@ pub fn build_provider(
             })
             .map_err(|e| Error::Config(e.to_string()))?;
             let label = format!("{name} {model} at {}", http.endpoint());
+            if let Some(memory) = memory.filter(|_| {
+                kind == ProviderKind::Openai
+                    && protocol == ProtocolMode::Auto
+                    && file.tool_calling.is_none()
+            }) {
+                let key = ProtocolMemory::key(&model, &http.endpoint());
+                learning = Some((key.clone(), memory.get(&key).prefers_text()));
+            }
             resolved.base_url = Some(base_url);
             resolved.model = Some(model);
             resolved.api_key_env = Some(key_var);
@@ -287,16 +302,18 @@ pub fn build_provider(
         }
         ProviderKind::Local => local::provider(spec, config, env, &mut resolved)?,
     };
+    let learned_text = learning.as_ref().is_some_and(|(_, text)| *text);
     let use_text = match protocol {
         ProtocolMode::Text => true,
         ProtocolMode::Native => false,
-        ProtocolMode::Auto => file.tool_calling == Some(false),
+        ProtocolMode::Auto => file.tool_calling == Some(false) || learned_text,
     };
     if use_text {
         provider = Arc::new(TextProtocolProvider::new(provider));
         label.push_str(" (text protocol)");
     }
     Ok(BuiltProvider {
+        learning,
         provider,
         label,
         secrets,

@@ -450,6 +450,12 @@ pub async fn run_binary(args: Vec<String>, env: &[(&str, &str)]) -> RunResult {
             cmd.env_remove(var);
         }
         cmd.env("XDG_CONFIG_HOME", test_config_home());
+        // What one test's runs teach `--protocol auto` (per model and
+        // endpoint; mock ports are reused) must not reach another test's.
+        let cache = tempfile::tempdir().unwrap();
+        if !args.iter().any(|a| a == "local") {
+            cmd.env("ATTEST_CACHE_DIR", cache.path());
+        }
         for (k, v) in &env {
             cmd.env(k, v);
         }
@@ -523,6 +529,7 @@ pub async fn run_and_signal(
 ) -> (Option<i32>, Vec<String>) {
     use std::io::{BufRead, BufReader};
     trust_workspace(ws.path());
+    let cache = tempfile::tempdir().unwrap();
     let provider = match model.variant.wire {
         Wire::OpenAi => "openai",
         Wire::Anthropic => "anthropic",
@@ -547,6 +554,7 @@ pub async fn run_and_signal(
         .arg(ws.path())
         .args(extra)
         .env("XDG_CONFIG_HOME", test_config_home())
+        .env("ATTEST_CACHE_DIR", cache.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
