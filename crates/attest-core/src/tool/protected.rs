@@ -7,7 +7,7 @@
 //! - `attest.toml`: the workspace's config;
 //! - `.git/`: hooks and config that git runs programs from.
 //!
-//! The write tools refuse them ([`crate::Workspace::resolve_for_tool_write`]);
+//! The write tools refuse them ([`crate::tool::Workspace::resolve_for_tool_write`]);
 //! the sandbox makes them read-only to commands (`sandbox/`).
 
 use std::path::{Component, Path, PathBuf};

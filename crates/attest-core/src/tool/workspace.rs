@@ -130,7 +130,7 @@ impl Workspace {
 
     /// Resolves a path a tool is to write (SPEC F14): like
     /// [`Workspace::resolve_for_write`], but a path in a protected entry
-    /// (`.attest/`, `attest.toml`, `.git/`; see [`crate::protected`]) is
+    /// (`.attest/`, `attest.toml`, `.git/`; see [`crate::tool::protected`]) is
     /// refused, as written and as resolved (symlinks into one, case
     /// variants), before any directory is created.
     pub fn resolve_for_tool_write(&self, rel: &str) -> Result<PathBuf, WorkspaceError> {

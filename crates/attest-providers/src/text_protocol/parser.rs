@@ -2,13 +2,13 @@
 //!
 //! Accepted shapes, after an optional `Thought:` (which may span lines):
 //! - exactly one `Action:` naming one tool with one arguments object, in
-//!   any of the spellings of [`super::action`] (`tool_name[{json object}]`
+//!   any of the spellings of `text_protocol::action` (`tool_name[{json object}]`
 //!   is the one the prompt teaches), or `Action: tool_name` followed by
 //!   `Action Input: {json object}`;
 //! - or `Final Answer: …` (the rest of the text).
 //!
 //! Anything the harness alone may write — an `Observation:` line, a
-//! `<tool_result>`-style tag, in any spelling [`crate::forgery`] reads —
+//! `<tool_result>`-style tag, in any spelling [`attest_core::detect_forged_observation`] reads —
 //! rejects the whole response, wherever it is: the model may propose, never
 //! report. The leniency is for the Action only. The parser never panics and
 //! its violation details quote at most [`QUOTE_LIMIT`] characters of model
@@ -43,7 +43,7 @@ pub fn parse(text: &str, tools: &[ToolSpec]) -> Result<ReactStep, ProtocolViolat
 
 /// Parse one response against the offered tools; a faithful quote of one
 /// of `real_outputs` (the run's tool outputs) is not a forgery
-/// ([`crate::forgery`]).
+/// ([`attest_core::detect_forged_observation`]).
 pub fn parse_quoting<'a>(
     text: &str,
     tools: &[ToolSpec],
