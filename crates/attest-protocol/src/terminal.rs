@@ -58,6 +58,12 @@ pub enum TerminalReason {
     Timeout,
     /// The process running it stopped (crash, kill) before it ended.
     Interrupted,
+    /// Under `require_grounding`: the answer names values no receipt,
+    /// prompt or earlier evidence shows, or uses no evidence at all.
+    UngroundedClaim,
+    /// The model's final response repeated text the harness wrote (the
+    /// state tail, a corrective turn, a placeholder) instead of answering.
+    NoAnswer,
 }
 
 impl TerminalReason {
@@ -74,6 +80,8 @@ impl TerminalReason {
             TerminalReason::UserCancelled => "user_cancelled",
             TerminalReason::Timeout => "timeout",
             TerminalReason::Interrupted => "interrupted",
+            TerminalReason::UngroundedClaim => "ungrounded_claim",
+            TerminalReason::NoAnswer => "no_answer",
         }
     }
 }

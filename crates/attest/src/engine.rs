@@ -343,6 +343,7 @@ impl Engine {
             cfg.contract = stored.contract;
             cfg.max_steps = stored.max_steps;
             cfg.max_corrections = stored.max_corrections;
+            cfg.require_grounding = stored.require_grounding;
             cfg.stream = stored.stream;
             cfg.timeout = stored.timeout_secs.map(std::time::Duration::from_secs);
         }
