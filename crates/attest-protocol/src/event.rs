@@ -1,6 +1,6 @@
 use crate::{
-    CacheResetPoint, CompletionContract, EffectClass, Receipt, ReceiptStatus, TerminalReason,
-    TerminalState,
+    CacheResetPoint, CompletionContract, EffectClass, Grounding, Receipt, ReceiptStatus,
+    TerminalReason, TerminalState,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -185,6 +185,10 @@ pub enum EventBody {
         /// Plain-language basis of the decision.
         basis: String,
         receipts: Vec<Receipt>,
+        /// How the answer's checkable values map to the evidence (SPEC A9);
+        /// absent when there is no answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grounding: Option<Grounding>,
         steps: u32,
         usage: Usage,
         loop_version: String,

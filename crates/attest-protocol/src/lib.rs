@@ -13,6 +13,7 @@
 mod contract;
 mod event;
 mod failure;
+mod grounding;
 mod log_entry;
 mod memory;
 mod receipt;
@@ -28,6 +29,7 @@ pub use failure::{
     Availability, DataImpact, DataQuality, DataSource, DataStatus, ErrorType, Freshness, HintCode,
     Provenance, RetrievalStatus, TaskType, ToolFailure,
 };
+pub use grounding::{CheckableKind, GroundedValue, Grounding};
 pub use log_entry::LogEntry;
 pub use memory::{
     ConflictPolicy, MemoryDecision, MemoryItem, MemoryKind, MemoryProvenance, MemorySourceRef,
@@ -45,4 +47,4 @@ pub use transcript::{AssistantPhase, HarnessMessageKind, TranscriptItem};
 
 /// Version of the run loop's semantics. Bump when the loop's decisions change,
 /// so traces from before and after can be told apart (SPEC B5).
-pub const LOOP_VERSION: &str = "loop-2026.11.1";
+pub const LOOP_VERSION: &str = "loop-2026.12.1";

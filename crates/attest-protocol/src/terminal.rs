@@ -63,6 +63,12 @@ pub enum TerminalReason {
     Truncated,
     /// The provider withheld or stopped the answer (content filter, refusal).
     ContentFilter,
+    /// Under `require_grounding`: the answer names values no receipt,
+    /// prompt or earlier evidence shows, or uses no evidence at all.
+    UngroundedClaim,
+    /// The model's final response repeated text the harness wrote (the
+    /// state tail, a corrective turn, a placeholder) instead of answering.
+    NoAnswer,
 }
 
 impl TerminalReason {
@@ -81,6 +87,8 @@ impl TerminalReason {
             TerminalReason::Interrupted => "interrupted",
             TerminalReason::Truncated => "truncated",
             TerminalReason::ContentFilter => "content_filter",
+            TerminalReason::UngroundedClaim => "ungrounded_claim",
+            TerminalReason::NoAnswer => "no_answer",
         }
     }
 }

@@ -538,6 +538,8 @@ fn keep_stored(cfg: &mut RunConfig, stored: RunSettings) {
     cfg.contract = contract;
     cfg.max_steps = cfg.max_steps.min(stored.max_steps);
     cfg.max_corrections = cfg.max_corrections.min(stored.max_corrections);
+    // Grounding once required stays required.
+    cfg.require_grounding |= stored.require_grounding;
     cfg.stream = stored.stream;
     let stored_timeout = stored.timeout_secs.map(std::time::Duration::from_secs);
     cfg.timeout = match (cfg.timeout, stored_timeout) {

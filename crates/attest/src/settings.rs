@@ -48,6 +48,9 @@ pub struct RunSettings {
     pub contract: CompletionContract,
     pub max_steps: u32,
     pub max_corrections: u32,
+    /// Absent in runs stored before grounding existed.
+    #[serde(default)]
+    pub require_grounding: bool,
     pub stream: bool,
     pub approval: ApprovalMode,
     pub timeout_secs: Option<u64>,

@@ -73,6 +73,10 @@ pub struct RunConfig {
     pub max_steps: u32,
     /// Corrective turns allowed when required receipts are missing (SPEC A4).
     pub max_corrections: u32,
+    /// An ungrounded value in the answer (or no value from any tool output)
+    /// ends the run `unverified` (`ungrounded_claim`) after one corrective
+    /// turn (SPEC A9). Off: grounding is reported, never decisive.
+    pub require_grounding: bool,
     /// Protocol-breaking responses tolerated before the run fails.
     pub max_protocol_errors: u32,
     pub stream: bool,
@@ -203,6 +207,7 @@ impl RunConfig {
             contract,
             max_steps: 20,
             max_corrections: 1,
+            require_grounding: false,
             max_protocol_errors: 3,
             stream: true,
             max_tokens: 4096,

@@ -6,18 +6,21 @@ use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
 use super::{Engine, EngineError, RunConfig, RunOutcome};
 use crate::doom_loop::DoomLoopGuard;
+use crate::grounding::{ground, Evidence};
+use crate::harness_echo::repeats_harness_text;
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
 use crate::prompt::{
-    base_system_prompt, corrective_message, CONTINUATION_MESSAGE, PROTOCOL_PLACEHOLDER,
+    base_system_prompt, corrective_message, grounding_corrective, own_answer_corrective,
+    CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
 };
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
-use crate::state::AgentState;
+use crate::state::{render_tail, AgentState, TailBudget};
 use crate::tool::{Tool, ToolRegistry};
 use attest_protocol::CompletionContract;
 use attest_protocol::{
-    AssistantPhase, Event, EventBody, HarnessMessageKind, ProtocolErrorKind, Receipt,
+    AssistantPhase, Event, EventBody, Grounding, HarnessMessageKind, ProtocolErrorKind, Receipt,
     ReceiptStatus, ResumedWith, TerminalReason, TerminalState, ToolSpec, TraceRecord,
     TranscriptItem, Usage, LOOP_VERSION,
 };
@@ -121,8 +124,11 @@ impl<'a> Run<'a> {
                 TranscriptItem::ToolResult {
                     receipt: Some(r), ..
                 } => receipts.push(r.clone()),
-                TranscriptItem::HarnessMessage { kind, .. } => match kind {
-                    HarnessMessageKind::Corrective => corrections += 1,
+                TranscriptItem::HarnessMessage { kind, text } => match kind {
+                    // The grounding check has its own one turn.
+                    HarnessMessageKind::Corrective if !text.starts_with(GROUNDING_PREFIX) => {
+                        corrections += 1
+                    }
                     HarnessMessageKind::ProtocolPlaceholder => protocol_errors += 1,
                     HarnessMessageKind::Continuation => continued = true,
                     _ => {}
@@ -444,12 +450,43 @@ impl<'a> Run<'a> {
     /// Judge the answer just logged. `Some` ends the run; `None` means a
     /// corrective turn was injected and the loop goes on.
     fn judge_answer(&mut self, step: u32) -> Result<Option<RunOutcome>, EngineError> {
+        let answer = self.last_answer.clone().unwrap_or_default();
+        if self.repeats_harness_text(&answer) {
+            // Not the model's answer (hole 7): treated like none.
+            self.last_answer = None;
+            return self.no_own_answer(step);
+        }
+        let (grounding, had_outputs) = self.grounding_of(&answer);
+        self.trace(TraceRecord::Grounding {
+            step,
+            grounding: grounding.clone(),
+        })?;
         let attempts: Vec<Attempt> = self.receipts.iter().map(Attempt::from).collect();
         let outcome = match judge(&self.cfg.contract, &attempts) {
-            Judgement::Satisfied => {
-                let basis = self.satisfied_basis();
-                self.finish(TerminalState::Completed, TerminalReason::ContractSatisfied, basis)?
-            }
+            Judgement::Satisfied => match self.grounding_problem(&grounding, had_outputs) {
+                None => {
+                    let basis = self.satisfied_basis();
+                    self.finish(TerminalState::Completed, TerminalReason::ContractSatisfied, basis)?
+                }
+                Some(problem) if !self.grounding_corrected() => {
+                    let text = grounding_corrective(&grounding.ungrounded);
+                    self.push(TranscriptItem::HarnessMessage {
+                        kind: HarnessMessageKind::Corrective,
+                        text: text.clone(),
+                    })?;
+                    self.emit(EventBody::CorrectiveInjected {
+                        step,
+                        missing: problem,
+                        text,
+                    })?;
+                    return Ok(None);
+                }
+                Some(problem) => self.finish(
+                    TerminalState::Unverified,
+                    TerminalReason::UngroundedClaim,
+                    format!("grounding is required and {problem}, after a corrective turn"),
+                )?,
+            },
             Judgement::NoAttempt { missing } if self.corrections < self.cfg.max_corrections => {
                 self.corrections += 1;
                 self.state.on_missing_evidence(&missing, &format!("step_{step}"));
@@ -476,6 +513,95 @@ impl<'a> Run<'a> {
             Judgement::End { state, reason, basis } => self.finish(state, reason, basis)?,
         };
         Ok(Some(outcome))
+    }
+
+    /// Grounding of `answer` in this run's calls, the session's earlier ones
+    /// and the user's prompts (SPEC A9); and whether this run has any call
+    /// output the answer could have used.
+    fn grounding_of(&self, answer: &str) -> (Grounding, bool) {
+        let tools = self.visible_tools();
+        let names = tools.iter().map(|t| t.name.as_str()).collect();
+        let evidence = Evidence::from_items(&self.items, &self.cfg.prior_history, names);
+        (ground(answer, &evidence), !evidence.run.is_empty())
+    }
+
+    /// Under `require_grounding`, what is wrong with the answer's grounding:
+    /// a value found nowhere, or no value from the outputs this run has.
+    fn grounding_problem(&self, grounding: &Grounding, had_outputs: bool) -> Option<String> {
+        if !self.cfg.require_grounding {
+            return None;
+        }
+        if !grounding.ungrounded.is_empty() {
+            let values: Vec<String> = grounding
+                .ungrounded
+                .iter()
+                .map(|v| format!("`{v}`"))
+                .collect();
+            return Some(format!(
+                "the answer names {} that no tool output, prompt or earlier evidence shows",
+                values.join(", ")
+            ));
+        }
+        (!grounding.evidence_used && had_outputs)
+            .then(|| "the answer uses no value from any tool output of the run".to_string())
+    }
+
+    /// The grounding check's one corrective turn has been spent.
+    fn grounding_corrected(&self) -> bool {
+        self.items.iter().any(|i| {
+            matches!(i, TranscriptItem::HarnessMessage { kind: HarnessMessageKind::Corrective, text }
+                if text.starts_with(GROUNDING_PREFIX))
+        })
+    }
+
+    /// Whether `answer` mostly repeats what the harness wrote to the model:
+    /// the state tail as last sent, its messages, its base prompt.
+    fn repeats_harness_text(&self, answer: &str) -> bool {
+        let tail = render_tail(&self.state, &TailBudget::default()).text;
+        let mut harness: Vec<&str> = vec![&tail, PROTOCOL_PLACEHOLDER, base_system_prompt()];
+        // What the harness only relays: the user's words, the model's arguments.
+        let mut relayed: Vec<&str> = Vec::new();
+        for item in self.cfg.prior_history.iter().chain(&self.items) {
+            match item {
+                TranscriptItem::HarnessMessage { text, .. } => harness.push(text),
+                TranscriptItem::UserInput { text } => relayed.push(text),
+                TranscriptItem::ToolCall { arguments, .. } => relayed.push(arguments),
+                _ => {}
+            }
+        }
+        if let Some((reminder, _)) = &self.pending_reminder {
+            harness.push(reminder);
+        }
+        repeats_harness_text(answer, &harness, &relayed)
+    }
+
+    /// A response that was no answer of the model's own: a corrective
+    /// turn while the budget lasts, then `unverified`.
+    fn no_own_answer(&mut self, step: u32) -> Result<Option<RunOutcome>, EngineError> {
+        if self.corrections < self.cfg.max_corrections {
+            self.corrections += 1;
+            let text = own_answer_corrective();
+            self.push(TranscriptItem::HarnessMessage {
+                kind: HarnessMessageKind::Corrective,
+                text: text.clone(),
+            })?;
+            self.emit(EventBody::CorrectiveInjected {
+                step,
+                missing: "an answer of the model's own (the response repeated harness text)"
+                    .to_string(),
+                text,
+            })?;
+            return Ok(None);
+        }
+        self.finish(
+            TerminalState::Unverified,
+            TerminalReason::NoAnswer,
+            format!(
+                "the model's final response repeated text the harness wrote instead of answering, after {} corrective turn(s)",
+                self.corrections
+            ),
+        )
+        .map(Some)
     }
 
     /// The tools offered: the registry's (less the deferred ones not yet
@@ -644,6 +770,7 @@ impl<'a> Run<'a> {
     ) -> Result<RunOutcome, EngineError> {
         let basis = self.redact(&basis);
         let answer = self.last_answer.clone();
+        let grounding = answer.as_deref().map(|a| self.grounding_of(a).0);
         let mut bodies = Vec::new();
         if state == TerminalState::Completed {
             bodies.push(EventBody::Final {
@@ -657,6 +784,7 @@ impl<'a> Run<'a> {
             answer: answer.clone(),
             basis: basis.clone(),
             receipts: self.receipts.clone(),
+            grounding,
             steps: self.steps,
             usage: self.usage,
             loop_version: LOOP_VERSION.to_string(),
