@@ -58,6 +58,11 @@ pub enum TerminalReason {
     Timeout,
     /// The process running it stopped (crash, kill) before it ended.
     Interrupted,
+    /// The final answer was cut off by the output token limit, and so was
+    /// the one continuation asked for.
+    Truncated,
+    /// The provider withheld or stopped the answer (content filter, refusal).
+    ContentFilter,
 }
 
 impl TerminalReason {
@@ -74,6 +79,8 @@ impl TerminalReason {
             TerminalReason::UserCancelled => "user_cancelled",
             TerminalReason::Timeout => "timeout",
             TerminalReason::Interrupted => "interrupted",
+            TerminalReason::Truncated => "truncated",
+            TerminalReason::ContentFilter => "content_filter",
         }
     }
 }

@@ -175,12 +175,15 @@ impl Run<'_> {
             }
         };
 
-        // An observe call identical to one that already succeeded, whose
-        // result the model still has, is not run again: small models repeat
-        // reads instead of answering. One whose result was compacted away
-        // runs again, and the model is told why (SPEC P2).
+        // An observe (or internal) call identical to one that already
+        // succeeded, whose result the model still has, is not run again:
+        // small models repeat reads instead of answering. One whose result
+        // was compacted away runs again, and the model is told why (SPEC P2).
         let mut rerun_of = None;
-        if prepared.effect == EffectClass::Observe {
+        if matches!(
+            prepared.effect,
+            EffectClass::Observe | EffectClass::Internal
+        ) {
             match self.earlier_success(&call.name, &prepared.input_fingerprint) {
                 Earlier::Compacted(id) => rerun_of = Some(id),
                 Earlier::None => {}
