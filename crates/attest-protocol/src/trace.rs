@@ -61,6 +61,9 @@ pub enum TraceRecord {
         /// Of `input_tokens`, those read from the provider's prompt cache.
         #[serde(default, skip_serializing_if = "is_zero")]
         cached_input_tokens: u64,
+        /// Of `input_tokens`, those written to the provider's prompt cache.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cache_creation_input_tokens: u64,
     },
     /// The raw model output of a response, kept for audit only.
     RawOutput { step: u32, raw: String },

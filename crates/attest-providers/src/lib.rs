@@ -19,6 +19,7 @@
 
 pub mod anthropic;
 pub mod content_calls;
+pub mod context_window;
 pub mod http;
 pub mod openai;
 pub mod relaxed_json;

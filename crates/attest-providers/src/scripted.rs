@@ -176,7 +176,7 @@ impl ScriptedResponse {
             usage: Usage {
                 input_tokens: 0,
                 output_tokens: (self.text.len() / 4) as u64,
-                cached_input_tokens: 0,
+                ..Usage::default()
             },
             raw: serde_json::json!({
                 "text": self.text,
@@ -247,6 +247,7 @@ mod tests {
             max_tokens: 100,
             temperature: None,
             stop: vec![],
+            cache_key: None,
         }
     }
 

@@ -15,7 +15,7 @@ mod model;
 mod run;
 mod tool_search;
 
-pub use compaction::{CompactionPolicy, SUMMARY_HEADER};
+pub use compaction::{CompactionPolicy, ContextWindow, SUMMARY_HEADER};
 pub use history_tool::HISTORY_TOOL;
 pub use tool_search::TOOL_SEARCH;
 
@@ -93,8 +93,12 @@ pub struct RunConfig {
     /// Earlier turns of the session, already reduced to evidence by
     /// [`crate::session_history`]. Sent before this run's items; not logged again.
     pub prior_history: Vec<TranscriptItem>,
-    /// When and how far history is compacted (SPEC E4).
+    /// When and how far history is compacted (SPEC E4), unless
+    /// `context_window` is set.
     pub compaction: CompactionPolicy,
+    /// The model's context window: when set, compaction is sized from it,
+    /// the prefix and `max_tokens` (SPEC P2), and `compaction` is not used.
+    pub context_window: Option<ContextWindow>,
     /// Layers after the base prompt, in SPEC D1 order (`AGENTS.md`,
     /// `SOUL.md`, `USER.md`, skills catalog, memory). Loaded once per run so
     /// the prefix stays byte-identical (SPEC D5).
@@ -217,6 +221,7 @@ impl RunConfig {
             redactor: crate::redact::Redactor::new(),
             prior_history: Vec::new(),
             compaction: CompactionPolicy::default(),
+            context_window: None,
             context_layers: Vec::new(),
             doom_loop: DoomLoopLimits::default(),
             text_sink: None,

@@ -1,6 +1,7 @@
 //! The loop of one run and its terminal decision.
 
 use super::calls::CallsOutcome;
+use super::compaction::{item_size, CompactionPolicy, ItemSize};
 use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
@@ -16,7 +17,7 @@ use crate::prompt::{
 };
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
-use crate::state::{render_tail, AgentState, TailBudget};
+use crate::state::{count_tokens, render_tail, AgentState, TailBudget};
 use crate::tool::{Tool, ToolRegistry};
 use attest_protocol::CompletionContract;
 use attest_protocol::{
@@ -47,6 +48,17 @@ pub(super) struct Run<'a> {
     seq: u64,
     /// This run's transcript items (earlier turns are in `cfg.prior_history`).
     pub(super) items: Vec<TranscriptItem>,
+    /// Tokens and bytes of each of `items`, taken once when it was logged.
+    pub(super) item_sizes: Vec<ItemSize>,
+    /// The same for `cfg.prior_history`.
+    pub(super) prior_sizes: Vec<ItemSize>,
+    /// The prefix hash and what it was computed for (compaction index,
+    /// number of visible tools).
+    pub(super) prefix_cache: Option<((Option<usize>, usize), String)>,
+    /// This run's budgets: from the model's context window when known.
+    pub(super) compaction: CompactionPolicy,
+    /// The session's prompt-cache key: every run of a session shares its prefix.
+    pub(super) cache_key: String,
     pub(super) receipts: Vec<Receipt>,
     pub(super) usage: Usage,
     steps: u32,
@@ -187,6 +199,16 @@ impl<'a> Run<'a> {
         }
         let internal_registry =
             Arc::new(ToolRegistry::new(internal).expect("uniquely named internal tools"));
+        let item_sizes = items.iter().map(item_size).collect();
+        let prior_sizes = cfg.prior_history.iter().map(item_size).collect();
+        let compaction = match cfg.context_window {
+            Some(window) => {
+                let prefix = count_tokens(&system)
+                    + count_tokens(&serde_json::to_string(&tools).unwrap_or_default());
+                CompactionPolicy::for_context_window(window, cfg.max_tokens as usize, prefix)
+            }
+            None => cfg.compaction.clone(),
+        };
         Run {
             engine,
             cfg,
@@ -195,6 +217,11 @@ impl<'a> Run<'a> {
             trace_id: cfg.trace_id.clone(),
             seq: last_seq,
             items,
+            item_sizes,
+            prior_sizes,
+            prefix_cache: None,
+            compaction,
+            cache_key: cache_key(&cfg.session_id),
             receipts,
             usage: Usage::default(),
             steps,
@@ -869,6 +896,7 @@ impl<'a> Run<'a> {
 
     pub(super) fn push(&mut self, item: TranscriptItem) -> Result<(), EngineError> {
         self.log.append(&LogEntry::Item { item: item.clone() })?;
+        self.item_sizes.push(item_size(&item));
         self.items.push(item);
         Ok(())
     }
@@ -916,6 +944,13 @@ impl<'a> Run<'a> {
     pub(super) fn redact(&self, text: &str) -> String {
         self.redactor.redact_to(text, usize::MAX)
     }
+}
+
+/// A session's prompt-cache key: short, fixed-length, stable across its runs.
+fn cache_key(session_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = hex::encode(Sha256::digest(session_id.as_bytes()));
+    format!("attest-{}", &digest[..32])
 }
 
 /// Whether a receipt's tool is one the contract needs (its failures block).

@@ -68,6 +68,7 @@ impl TextProtocolProvider {
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             stop,
+            cache_key: request.cache_key.clone(),
         }
     }
 
@@ -157,6 +158,10 @@ impl ModelProvider for TextProtocolProvider {
 
     fn model(&self) -> &str {
         self.inner.model()
+    }
+
+    fn context_window(&self) -> Option<usize> {
+        self.inner.context_window()
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
