@@ -58,6 +58,9 @@ pub enum TerminalReason {
     Timeout,
     /// The process running it stopped (crash, kill) before it ended.
     Interrupted,
+    /// The receipt guard was off (an eval group, [`crate::HarnessSwitches`]):
+    /// the answer was accepted without judging it against the contract.
+    AnswerAccepted,
 }
 
 impl TerminalReason {
@@ -74,6 +77,7 @@ impl TerminalReason {
             TerminalReason::UserCancelled => "user_cancelled",
             TerminalReason::Timeout => "timeout",
             TerminalReason::Interrupted => "interrupted",
+            TerminalReason::AnswerAccepted => "answer_accepted",
         }
     }
 }

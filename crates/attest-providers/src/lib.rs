@@ -22,6 +22,7 @@ pub mod content_calls;
 pub mod http;
 pub mod openai;
 pub mod relaxed_json;
+pub mod replay;
 pub mod responses;
 pub mod scripted;
 mod sse;

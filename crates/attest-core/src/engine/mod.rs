@@ -110,6 +110,9 @@ pub struct RunConfig {
     /// With more tools than this, the rest are found through `tool_search`
     /// (SPEC D7); `None` offers every tool up front.
     pub defer_tools_after: Option<usize>,
+    /// Set only by `attest eval`: the group this run is an attempt of, whose
+    /// switches may turn guarantees off (SPEC I2). `None`: everything on.
+    pub eval_group: Option<attest_protocol::EvalGroup>,
 }
 
 /// How reasoning content ("thinking") is kept (SPEC D6). Reasoning text is
@@ -216,7 +219,16 @@ impl RunConfig {
             reasoning: ReasoningPolicy::default(),
             force_compaction: false,
             defer_tools_after: Some(24),
+            eval_group: None,
         }
+    }
+
+    /// What this run leaves on: its eval group's switches, else everything.
+    pub fn switches(&self) -> attest_protocol::HarnessSwitches {
+        self.eval_group
+            .as_ref()
+            .map(|g| g.switches)
+            .unwrap_or_default()
     }
 }
 
