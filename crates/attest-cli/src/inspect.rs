@@ -338,6 +338,16 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
         TraceRecord::ConfigIgnored { key, source } => {
             format!("  config ignored: {key} from untrusted {source}")
         }
+        TraceRecord::EvalGroup { group, switches } => {
+            let on = |b: bool| if b { "on" } else { "off" };
+            format!(
+                "  eval group {group}: invariant prompt {}, receipt guard {}, protocol isolation {}, memory gate {}",
+                on(switches.invariant_prompt),
+                on(switches.receipt_guard),
+                on(switches.protocol_isolation),
+                on(switches.memory_gate)
+            )
+        }
         TraceRecord::MemoryDecision {
             item_id,
             content_preview,

@@ -1,6 +1,6 @@
 use crate::{
-    CacheResetPoint, Grounding, MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind,
-    TerminalReason, TerminalState,
+    CacheResetPoint, Grounding, HarnessSwitches, MemoryDecision, MemoryProvenance, Permission,
+    ProtocolErrorKind, TerminalReason, TerminalState,
 };
 use serde::{Deserialize, Serialize};
 
@@ -117,6 +117,13 @@ pub enum TraceRecord {
         key: String,
         /// The file that set it.
         source: String,
+    },
+    /// The run is an attempt of an eval group, with the harness's
+    /// guarantees switched as `switches` says (SPEC I2). First record of
+    /// such a run; never present outside an eval.
+    EvalGroup {
+        group: String,
+        switches: HarnessSwitches,
     },
     /// What memory consolidation, verification or retrieval decided about
     /// one item, and why (SPEC G2, H1). The preview is redacted.

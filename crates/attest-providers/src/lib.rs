@@ -23,6 +23,7 @@ pub mod context_window;
 pub mod http;
 pub mod openai;
 pub mod relaxed_json;
+pub mod replay;
 pub mod responses;
 pub mod scripted;
 mod sse;

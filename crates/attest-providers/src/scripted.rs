@@ -145,7 +145,7 @@ fn finish_kind(raw: &str) -> FinishKind {
 }
 
 impl ScriptedResponse {
-    fn to_model_response(&self, index: usize) -> ModelResponse {
+    pub(crate) fn to_model_response(&self, index: usize) -> ModelResponse {
         let tool_calls: Vec<ParsedCall> = self
             .tool_calls
             .iter()

@@ -121,6 +121,9 @@ pub struct RunConfig {
     /// How the front end answers `ask` when nobody is asked (`deny`,
     /// `allow`), recorded in `run_resumed`; the approver decides.
     pub approval: Option<String>,
+    /// Set only by `attest eval`: the group this run is an attempt of, whose
+    /// switches may turn guarantees off (SPEC I2). `None`: everything on.
+    pub eval_group: Option<attest_protocol::EvalGroup>,
 }
 
 /// How reasoning content ("thinking") is kept (SPEC D6). Reasoning text is
@@ -230,7 +233,16 @@ impl RunConfig {
             force_compaction: false,
             defer_tools_after: Some(24),
             approval: None,
+            eval_group: None,
         }
+    }
+
+    /// What this run leaves on: its eval group's switches, else everything.
+    pub fn switches(&self) -> attest_protocol::HarnessSwitches {
+        self.eval_group
+            .as_ref()
+            .map(|g| g.switches)
+            .unwrap_or_default()
     }
 }
 

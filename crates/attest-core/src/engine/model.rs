@@ -99,7 +99,11 @@ impl Run<'_> {
         let compacted = self
             .latest_compaction()
             .map(|(_, covers, summary)| (covers, summary.len()));
-        let mut context_sources = vec![source("base_prompt", 1, crate::base_system_prompt().len())];
+        let mut context_sources = vec![source(
+            "base_prompt",
+            1,
+            crate::prompt::base_prompt_for(self.cfg.switches().invariant_prompt).len(),
+        )];
         for layer in &self.cfg.context_layers {
             let mut s = source(&layer.name, 1, layer.text.len());
             s.truncated = layer.truncated;

@@ -12,8 +12,8 @@ use crate::harness_echo::repeats_harness_text;
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
 use crate::prompt::{
-    base_system_prompt, corrective_message, grounding_corrective, own_answer_corrective,
-    CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
+    base_prompt_for, base_system_prompt, corrective_message, grounding_corrective,
+    own_answer_corrective, CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
 };
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
@@ -110,8 +110,9 @@ impl<'a> Run<'a> {
             Some(n) if tools.len() > n => tools.split_off(n),
             _ => Vec::new(),
         };
-        // SPEC D1: the base invariants first, never overridable, then the layers.
-        let mut system = base_system_prompt().to_string();
+        // SPEC D1: the base invariants first, never overridable (only an
+        // eval group switches them off), then the layers.
+        let mut system = base_prompt_for(cfg.switches().invariant_prompt).to_string();
         for layer in cfg
             .context_layers
             .iter()
@@ -264,6 +265,12 @@ impl<'a> Run<'a> {
                     loop_version: LOOP_VERSION.to_string(),
                     prompt_version: self.engine.prompt_version(),
                 })?;
+                if let Some(g) = &self.cfg.eval_group {
+                    self.trace(TraceRecord::EvalGroup {
+                        group: g.name.clone(),
+                        switches: g.switches,
+                    })?;
+                }
                 let prompt = self.redact(prompt);
                 self.state = AgentState::with_goal(&prompt, "user_input");
                 self.push(TranscriptItem::UserInput { text: prompt })?;
@@ -330,6 +337,24 @@ impl<'a> Run<'a> {
                     raw: self.redact_raw(&response),
                 })?;
                 self.emit(EventBody::ProtocolError { step, kind, detail })?;
+                if !self.cfg.switches().protocol_isolation {
+                    // A naive loop (eval groups without protocol isolation):
+                    // the text enters history as written.
+                    if !response.tool_calls.is_empty() {
+                        if let Some(outcome) = self.calls_step(step, &response).await? {
+                            return Ok(outcome);
+                        }
+                        continue;
+                    }
+                    if let Some(answer) = naive_answer(&response.text) {
+                        self.push_assistant(&response, AssistantPhase::Answer)?;
+                        self.last_answer = Some(self.redact(answer));
+                        if let Some(outcome) = self.judge_answer(step)? {
+                            return Ok(outcome);
+                        }
+                        continue;
+                    }
+                }
                 self.push(TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::ProtocolPlaceholder,
                     text: PROTOCOL_PLACEHOLDER.to_string(),
@@ -345,17 +370,10 @@ impl<'a> Run<'a> {
             }
 
             if !response.tool_calls.is_empty() {
-                match self.run_calls(step, &response).await? {
-                    CallsOutcome::Continue => continue,
-                    CallsOutcome::Interrupted(why) => return self.finish_interrupted(why),
-                    CallsOutcome::DoomLoop(basis) => {
-                        return self.finish(
-                            TerminalState::Incomplete,
-                            TerminalReason::DoomLoop,
-                            basis,
-                        )
-                    }
+                if let Some(outcome) = self.calls_step(step, &response).await? {
+                    return Ok(outcome);
                 }
+                continue;
             }
 
             if response.finish == FinishKind::ToolUse {
@@ -445,6 +463,21 @@ impl<'a> Run<'a> {
         )
     }
 
+    /// Execute a response's calls; `Some` ends the run.
+    async fn calls_step(
+        &mut self,
+        step: u32,
+        response: &ModelResponse,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        Ok(match self.run_calls(step, response).await? {
+            CallsOutcome::Continue => None,
+            CallsOutcome::Interrupted(why) => Some(self.finish_interrupted(why)?),
+            CallsOutcome::DoomLoop(basis) => {
+                Some(self.finish(TerminalState::Incomplete, TerminalReason::DoomLoop, basis)?)
+            }
+        })
+    }
+
     /// Log the response's text (redacted) with its reasoning as the policy
     /// keeps it; returns the logged text.
     pub(super) fn push_assistant(
@@ -477,6 +510,14 @@ impl<'a> Run<'a> {
     /// Judge the answer just logged. `Some` ends the run; `None` means a
     /// corrective turn was injected and the loop goes on.
     fn judge_answer(&mut self, step: u32) -> Result<Option<RunOutcome>, EngineError> {
+        if !self.cfg.switches().receipt_guard {
+            let outcome = self.finish(
+                TerminalState::Completed,
+                TerminalReason::AnswerAccepted,
+                "receipt guard off (eval group): the answer was accepted without judging it against the contract".to_string(),
+            )?;
+            return Ok(Some(outcome));
+        }
         let answer = self.last_answer.clone().unwrap_or_default();
         if self.repeats_harness_text(&answer) {
             // Not the model's answer (hole 7): treated like none.
@@ -951,6 +992,17 @@ fn cache_key(session_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = hex::encode(Sha256::digest(session_id.as_bytes()));
     format!("attest-{}", &digest[..32])
+}
+
+/// What a naive loop takes as the answer of a response that broke the
+/// protocol: the text after its last `Final Answer:`, else all of it; `None`
+/// when nothing is left.
+fn naive_answer(text: &str) -> Option<&str> {
+    let answer = match text.rfind("Final Answer:") {
+        Some(at) => &text[at + "Final Answer:".len()..],
+        None => text,
+    };
+    Some(answer.trim()).filter(|a| !a.is_empty())
 }
 
 /// Whether a receipt's tool is one the contract needs (its failures block).

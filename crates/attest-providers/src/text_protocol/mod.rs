@@ -129,7 +129,13 @@ impl TextProtocolProvider {
                     _ => FinishKind::Stop,
                 };
             }
-            Err(violation) => out.protocol_violation = Some(violation),
+            Err(violation) => {
+                // The engine keeps none of it in history; the text goes to
+                // the audit trace (and, in an eval group without protocol
+                // isolation, into history as written).
+                out.text = inner.text;
+                out.protocol_violation = Some(violation);
+            }
         }
         out
     }
