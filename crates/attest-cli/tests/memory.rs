@@ -21,7 +21,15 @@ fn system_text(v: Variant, request: &Value) -> String {
             .as_str()
             .unwrap_or_default()
             .to_string(),
-        Wire::Anthropic => request["system"].as_str().unwrap_or_default().to_string(),
+        // Blocks (the last a prompt-cache breakpoint), or one string.
+        Wire::Anthropic => match request["system"].as_array() {
+            Some(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+            None => request["system"].as_str().unwrap_or_default().to_string(),
+        },
     }
 }
 

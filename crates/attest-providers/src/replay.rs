@@ -132,6 +132,7 @@ impl ReplayProvider {
             input_tokens: v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
             output_tokens: v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
             cached_input_tokens: 0,
+            cache_creation_input_tokens: 0,
         };
         let mut out = ModelResponse {
             text: String::new(),
