@@ -243,6 +243,7 @@ mod tests {
             max_tokens: 100,
             temperature: None,
             stop: Vec::new(),
+            cache_key: None,
         }
     }
 
