@@ -59,6 +59,10 @@ pub struct GroundedValue {
     /// It names an offered tool.
     #[serde(default, skip_serializing_if = "is_false")]
     pub tool_name: bool,
+    /// It is the path a successful call of the run acted on (the receipt's
+    /// `path`): the file exists, though that is no use of its content.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub acted_on: bool,
 }
 
 impl GroundedValue {
@@ -68,6 +72,7 @@ impl GroundedValue {
             || !self.session_call_ids.is_empty()
             || self.in_prompt
             || self.tool_name
+            || self.acted_on
     }
 
     /// Found in a receipt's output (this run's or the session's).
@@ -134,6 +139,7 @@ mod tests {
             session_call_ids: vec![],
             in_prompt,
             tool_name: false,
+            acted_on: false,
         };
         let g = Grounding::from_values(vec![v("3", &["call_1"], false), v("0", &[], false)]);
         assert_eq!(g.ungrounded, ["0 hits"]);

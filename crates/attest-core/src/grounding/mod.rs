@@ -38,6 +38,10 @@ pub struct Source<'a> {
     /// and for an observation the number of non-empty lines of its output
     /// (`3 files` after a listing of three).
     pub counts: Vec<u64>,
+    /// The path the harness itself resolved and acted on (the receipt's
+    /// `path`, for a call that succeeded): naming that file is grounded by
+    /// the receipt, though the model chose it in its arguments.
+    pub target: Option<&'a str>,
 }
 
 /// Everything an answer can be grounded in.
@@ -100,6 +104,10 @@ pub fn sources(items: &[TranscriptItem]) -> Vec<Source<'_>> {
                 receipt,
             } if name != TOOL_SEARCH && name != HISTORY_TOOL => {
                 let mut counts = Vec::new();
+                let target = receipt
+                    .as_ref()
+                    .filter(|r| r.status == ReceiptStatus::Ok)
+                    .and_then(|r| r.evidence.path.as_deref());
                 if let Some(r) = receipt {
                     counts.extend(r.evidence.match_count);
                     counts.extend(r.evidence.size_bytes);
@@ -113,6 +121,7 @@ pub fn sources(items: &[TranscriptItem]) -> Vec<Source<'_>> {
                     output,
                     arguments: arguments.get(call_id.as_str()).copied().unwrap_or(""),
                     counts,
+                    target,
                 })
             }
             _ => None,
@@ -125,6 +134,15 @@ pub fn sources(items: &[TranscriptItem]) -> Vec<Source<'_>> {
 pub fn grounds(value: &Checkable, source: &Source<'_>) -> bool {
     (found_in(value, source.output) || counted(value, &source.counts))
         && !found_in(value, source.arguments)
+}
+
+/// `value` is the path the source's receipt acted on.
+fn is_target(value: &Checkable, source: &Source<'_>) -> bool {
+    let clean = |p: &str| p.trim_start_matches("./").trim_end_matches('/').to_string();
+    value.kind == CheckableKind::Path
+        && source
+            .target
+            .is_some_and(|t| clean(t) == clean(&value.value))
 }
 
 fn counted(value: &Checkable, counts: &[u64]) -> bool {
@@ -149,6 +167,7 @@ pub fn ground(answer: &str, evidence: &Evidence<'_>) -> Grounding {
             session_call_ids: Vec::new(),
             in_prompt: evidence.prompts.iter().any(|p| found_in(c, p)),
             tool_name: evidence.tool_names.contains(&c.value.as_str()),
+            acted_on: evidence.run.iter().any(|s| is_target(c, s)),
         })
         .collect();
     if !values.is_empty() {

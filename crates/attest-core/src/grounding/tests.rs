@@ -222,6 +222,7 @@ fn matching_respects_token_edges_and_spellings() {
         output: "8080 8.55 ms 1.2.3 hello world",
         arguments: "",
         counts: vec![],
+        target: None,
     };
     let bulk = Matcher::new(&values).grounded_by(&values, &source);
     let plain: Vec<usize> = (0..values.len())
@@ -230,4 +231,30 @@ fn matching_respects_token_edges_and_spellings() {
     assert_eq!(bulk, plain);
     // 8080 and v1.2.3; 8.5 is not 8.55, and a quote keeps its case.
     assert_eq!(bulk.len(), 2, "{values:?}");
+}
+
+#[test]
+fn the_path_a_successful_receipt_acted_on_is_grounded_but_is_no_use_of_evidence() {
+    let read = Source {
+        call_id: "c",
+        tool_name: "read_file",
+        output: "owner = \"ops\"",
+        arguments: r#"{"path":"config.toml"}"#,
+        counts: vec![],
+        target: Some("./config.toml"),
+    };
+    let evidence = Evidence {
+        run: vec![read.clone()],
+        ..Evidence::default()
+    };
+    let g = ground("You can use read_file on `config.toml` to find it.", &evidence);
+    assert!(g.ungrounded.is_empty(), "{g:?}");
+    assert!(g.values.iter().any(|v| v.value == "config.toml" && v.acted_on));
+    assert!(!g.evidence_used, "{g:?}");
+    // The arguments alone (no receipt path) ground nothing.
+    let echo = Evidence {
+        run: vec![Source { target: None, ..read }],
+        ..Evidence::default()
+    };
+    assert!(!ground("`config.toml`", &echo).ungrounded.is_empty());
 }

@@ -75,6 +75,8 @@ pub fn find_backing<'a>(values: &[Value], receipts: &[ReceiptView<'a>]) -> Optio
                 output: r.output,
                 arguments: r.arguments,
                 counts: Vec::new(),
+                // Memory is stricter: a fact needs an output that shows it.
+                target: None,
             };
             values.iter().all(|v| grounds(&v.checkable(), &source))
         })
