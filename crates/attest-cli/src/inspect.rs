@@ -385,6 +385,9 @@ fn event_line(body: &EventBody) -> Option<String> {
         EventBody::CorrectiveInjected { missing, .. } => {
             format!("  corrective turn: missing {missing}")
         }
+        EventBody::ContinuationRequested { finish_reason, .. } => {
+            format!("  continuation requested: the answer was cut off ({finish_reason})")
+        }
         EventBody::ProtocolError { kind, detail, .. } => {
             format!("  protocol error {kind:?}: {detail}")
         }

@@ -186,6 +186,10 @@ impl HumanRenderer {
             EventBody::CorrectiveInjected { missing, .. } => {
                 writeln!(err, "  ↻ corrective turn: missing {missing}")
             }
+            EventBody::ContinuationRequested { finish_reason, .. } => writeln!(
+                err,
+                "  ↻ the answer was cut off ({finish_reason}); asked once to continue"
+            ),
             EventBody::ProtocolError { kind, detail, .. } => {
                 writeln!(err, "  ! protocol error ({kind:?}): {detail}")
             }

@@ -27,6 +27,11 @@ pub const PROTOCOL_PLACEHOLDER: &str = "[attest] Your previous response broke th
 /// First line of every corrective turn (SPEC A4).
 pub const CORRECTIVE_PREFIX: &str = "[attest] Evidence check:";
 
+/// Sent once when the final answer was cut off by the output token limit.
+pub const CONTINUATION_MESSAGE: &str =
+    "[attest] Your answer was cut off by the output token limit. \
+Continue it exactly where it stopped, without repeating what you already wrote.";
+
 /// A corrective user message naming the missing evidence and, when known,
 /// the exact syntax of a call under the active protocol
 /// (`ModelProvider::call_syntax`).

@@ -24,7 +24,7 @@ mod trace;
 mod transcript;
 
 pub use contract::{CompletionContract, ContractKind, EffectClass};
-pub use event::{Event, EventBody, ProtocolErrorKind, Usage};
+pub use event::{Event, EventBody, ProtocolErrorKind, ResumedWith, Usage};
 pub use failure::{
     Availability, DataImpact, DataQuality, DataSource, DataStatus, ErrorType, Freshness, HintCode,
     Provenance, RetrievalStatus, TaskType, ToolFailure,
@@ -35,7 +35,7 @@ pub use memory::{
     ConflictPolicy, MemoryDecision, MemoryItem, MemoryKind, MemoryProvenance, MemorySourceRef,
     MemoryStatus,
 };
-pub use receipt::{Evidence, Receipt, ReceiptStatus, VerificationStatus};
+pub use receipt::{ChangeKind, Evidence, PathChange, Receipt, ReceiptStatus, VerificationStatus};
 pub use state::{
     AgentStateItem, CacheResetPoint, CacheResetReason, ConfidenceLevel, EvidenceType,
     StateItemType, StateStatus,

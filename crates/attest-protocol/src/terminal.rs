@@ -58,6 +58,11 @@ pub enum TerminalReason {
     Timeout,
     /// The process running it stopped (crash, kill) before it ended.
     Interrupted,
+    /// The final answer was cut off by the output token limit, and so was
+    /// the one continuation asked for.
+    Truncated,
+    /// The provider withheld or stopped the answer (content filter, refusal).
+    ContentFilter,
     /// Under `require_grounding`: the answer names values no receipt,
     /// prompt or earlier evidence shows, or uses no evidence at all.
     UngroundedClaim,
@@ -80,6 +85,8 @@ impl TerminalReason {
             TerminalReason::UserCancelled => "user_cancelled",
             TerminalReason::Timeout => "timeout",
             TerminalReason::Interrupted => "interrupted",
+            TerminalReason::Truncated => "truncated",
+            TerminalReason::ContentFilter => "content_filter",
             TerminalReason::UngroundedClaim => "ungrounded_claim",
             TerminalReason::NoAnswer => "no_answer",
         }

@@ -426,6 +426,9 @@ impl EngineBuilder {
                 decided_by: "flag".into(),
             }),
         };
+        if self.approver.is_none() {
+            cfg.approval = Some(approval.as_str().to_string());
+        }
         let settings = RunSettings {
             provider: provider_spec.unwrap_or_default(),
             contract: cfg.contract.clone(),

@@ -16,6 +16,15 @@ pub enum ApprovalMode {
     Allow,
 }
 
+impl ApprovalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Deny => "deny",
+            ApprovalMode::Allow => "allow",
+        }
+    }
+}
+
 impl FromStr for ApprovalMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

@@ -114,6 +114,9 @@ pub struct RunConfig {
     /// With more tools than this, the rest are found through `tool_search`
     /// (SPEC D7); `None` offers every tool up front.
     pub defer_tools_after: Option<usize>,
+    /// How the front end answers `ask` when nobody is asked (`deny`,
+    /// `allow`), recorded in `run_resumed`; the approver decides.
+    pub approval: Option<String>,
 }
 
 /// How reasoning content ("thinking") is kept (SPEC D6). Reasoning text is
@@ -221,6 +224,7 @@ impl RunConfig {
             reasoning: ReasoningPolicy::default(),
             force_compaction: false,
             defer_tools_after: Some(24),
+            approval: None,
         }
     }
 }
@@ -240,6 +244,8 @@ pub struct ResumeState {
     pub last_seq: u64,
     /// Model calls already made.
     pub steps: u32,
+    /// The log holds the run's `done` event: it ended.
+    pub done: bool,
 }
 
 /// How a run ended.
@@ -381,12 +387,10 @@ impl Engine {
     }
 }
 
+/// A run is over once its `done` is logged. A verdict without one (a
+/// crash in between) is closed by the run itself, with that verdict.
 fn ensure_not_ended(state: &ResumeState, cfg: &RunConfig) -> Result<(), EngineError> {
-    if state
-        .items
-        .iter()
-        .any(|i| matches!(i, TranscriptItem::Terminal { .. }))
-    {
+    if state.done {
         return Err(EngineError::AlreadyEnded(cfg.run_id.clone()));
     }
     Ok(())

@@ -12,7 +12,7 @@ use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
 use crate::prompt::{
     base_system_prompt, corrective_message, grounding_corrective, own_answer_corrective,
-    GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
+    CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
 };
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
@@ -21,8 +21,8 @@ use crate::tool::{Tool, ToolRegistry};
 use attest_protocol::CompletionContract;
 use attest_protocol::{
     AssistantPhase, Event, EventBody, Grounding, HarnessMessageKind, ProtocolErrorKind, Receipt,
-    ReceiptStatus, TerminalReason, TerminalState, ToolSpec, TraceRecord, TranscriptItem, Usage,
-    LOOP_VERSION,
+    ReceiptStatus, ResumedWith, TerminalReason, TerminalState, ToolSpec, TraceRecord,
+    TranscriptItem, Usage, LOOP_VERSION,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -75,6 +75,10 @@ pub(super) struct Run<'a> {
     pub(super) pending_reminder: Option<(String, u32)>,
     pub(super) doom_stop: Option<String>,
     redactor: Redactor,
+    /// The one continuation of a cut-off answer was asked for.
+    continued: bool,
+    /// The cut-off text it continues.
+    partial_answer: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -108,6 +112,7 @@ impl<'a> Run<'a> {
         let mut receipts = Vec::new();
         let mut seen_call_ids = HashSet::new();
         let (mut corrections, mut protocol_errors, mut last_answer) = (0, 0, None);
+        let mut continued = false;
         for item in cfg.prior_history.iter().chain(&items) {
             if let TranscriptItem::ToolCall { call_id, .. } = item {
                 seen_call_ids.insert(call_id.clone());
@@ -125,6 +130,7 @@ impl<'a> Run<'a> {
                         corrections += 1
                     }
                     HarnessMessageKind::ProtocolPlaceholder => protocol_errors += 1,
+                    HarnessMessageKind::Continuation => continued = true,
                     _ => {}
                 },
                 TranscriptItem::AssistantOutput {
@@ -213,6 +219,8 @@ impl<'a> Run<'a> {
             pending_reminder: None,
             doom_stop: None,
             redactor: cfg.redactor.clone(),
+            continued,
+            partial_answer: None,
         }
     }
 
@@ -234,11 +242,15 @@ impl<'a> Run<'a> {
                 self.push(TranscriptItem::UserInput { text: prompt })?;
             }
             Start::Resume | Start::Close => {
+                if let Some(outcome) = self.close_judged()? {
+                    return Ok(outcome);
+                }
                 let pending = self.pending_calls();
                 self.emit(EventBody::RunResumed {
                     trace_id: self.trace_id.clone(),
                     session_id: self.cfg.session_id.clone(),
                     interrupted_calls: pending.iter().map(|c| c.id.clone()).collect(),
+                    resumed_with: Some(self.resumed_with()),
                 })?;
                 for call in &pending {
                     self.record_refusal(
@@ -339,6 +351,42 @@ impl<'a> Run<'a> {
                     format!("the provider signalled tool use (`{raw}`) but sent no parsable call"),
                 );
             }
+            // A withheld or cut-off answer is not an answer (SPEC B2).
+            if response.finish == FinishKind::ContentFilter {
+                let raw = response.raw_finish_reason.clone().unwrap_or_default();
+                return self.finish(
+                    TerminalState::Failed,
+                    TerminalReason::ContentFilter,
+                    format!("the provider withheld or stopped the answer (finish reason `{raw}`)"),
+                );
+            }
+            if response.finish == FinishKind::Length {
+                let raw = response.raw_finish_reason.clone().unwrap_or_default();
+                if self.continued {
+                    return self.finish(
+                        TerminalState::Incomplete,
+                        TerminalReason::Truncated,
+                        format!(
+                            "the answer was cut off by the output token limit (finish reason `{raw}`), again after one continuation"
+                        ),
+                    );
+                }
+                self.continued = true;
+                if !response.text.trim().is_empty() {
+                    let text = self.push_assistant(&response, AssistantPhase::Commentary)?;
+                    self.partial_answer = Some(text);
+                }
+                self.push(TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::Continuation,
+                    text: CONTINUATION_MESSAGE.to_string(),
+                })?;
+                self.emit(EventBody::ContinuationRequested {
+                    step,
+                    finish_reason: raw,
+                    text: CONTINUATION_MESSAGE.to_string(),
+                })?;
+                continue;
+            }
             if response.text.trim().is_empty() {
                 return self.finish(
                     TerminalState::Failed,
@@ -346,6 +394,14 @@ impl<'a> Run<'a> {
                     "the model returned neither text nor a tool call".to_string(),
                 );
             }
+            // A continued answer is the cut-off part and its continuation.
+            let response = match self.partial_answer.take() {
+                Some(head) => ModelResponse {
+                    text: format!("{head}{}", response.text),
+                    ..response
+                },
+                None => response,
+            };
             let text = self.push_assistant(&response, AssistantPhase::Answer)?;
             self.last_answer = Some(text);
             if let Some(outcome) = self.judge_answer(step)? {
@@ -581,6 +637,45 @@ impl<'a> Run<'a> {
                 .unwrap_or(false)
     }
 
+    /// A run whose verdict was logged but whose `done` was not (a crash
+    /// in between, from a version that wrote them apart) is ended now with
+    /// that verdict instead of being run on.
+    fn close_judged(&mut self) -> Result<Option<RunOutcome>, EngineError> {
+        let Some((state, reason, answer)) = self.items.iter().rev().find_map(|i| match i {
+            TranscriptItem::Terminal {
+                state,
+                reason,
+                answer,
+            } => Some((*state, *reason, answer.clone())),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        self.emit(EventBody::RunResumed {
+            trace_id: self.trace_id.clone(),
+            session_id: self.cfg.session_id.clone(),
+            interrupted_calls: Vec::new(),
+            resumed_with: Some(self.resumed_with()),
+        })?;
+        self.last_answer = answer;
+        let basis = format!(
+            "the run had ended {state} ({reason}) but its done event was not written before its process stopped; written on reopening"
+        );
+        self.write_end(None, state, reason, basis).map(Some)
+    }
+
+    /// The contract and limits a resumed run goes on under.
+    fn resumed_with(&self) -> ResumedWith {
+        ResumedWith {
+            contract: self.cfg.contract.clone(),
+            max_steps: self.cfg.max_steps,
+            max_corrections: self.cfg.max_corrections,
+            timeout_secs: self.cfg.timeout.map(|t| t.as_secs()),
+            approval: self.cfg.approval.clone(),
+            require_grounding: self.cfg.require_grounding,
+        }
+    }
+
     /// Calls of this run that have no result yet (a crash mid-call).
     fn pending_calls(&self) -> Vec<ParsedCall> {
         let answered: HashSet<&str> = self
@@ -657,25 +752,33 @@ impl<'a> Run<'a> {
         reason: TerminalReason,
         basis: String,
     ) -> Result<RunOutcome, EngineError> {
+        let terminal = TranscriptItem::Terminal {
+            state,
+            reason,
+            answer: self.last_answer.clone(),
+        };
+        self.write_end(Some(terminal), state, reason, basis)
+    }
+
+    /// The run's end: its terminal item (unless already logged), the
+    /// terminal trace, `final` when completed, and `done`.
+    fn write_end(
+        &mut self,
+        terminal: Option<TranscriptItem>,
+        state: TerminalState,
+        reason: TerminalReason,
+        basis: String,
+    ) -> Result<RunOutcome, EngineError> {
         let basis = self.redact(&basis);
         let answer = self.last_answer.clone();
         let grounding = answer.as_deref().map(|a| self.grounding_of(a).0);
-        self.push(TranscriptItem::Terminal {
-            state,
-            reason,
-            answer: answer.clone(),
-        })?;
-        self.trace(TraceRecord::Terminal {
-            state,
-            reason,
-            basis: basis.clone(),
-        })?;
+        let mut bodies = Vec::new();
         if state == TerminalState::Completed {
-            self.emit(EventBody::Final {
+            bodies.push(EventBody::Final {
                 answer: answer.clone().unwrap_or_default(),
-            })?;
+            });
         }
-        self.emit(EventBody::Done {
+        bodies.push(EventBody::Done {
             trace_id: self.trace_id.clone(),
             state,
             reason,
@@ -687,7 +790,29 @@ impl<'a> Run<'a> {
             usage: self.usage,
             loop_version: LOOP_VERSION.to_string(),
             prompt_version: self.engine.prompt_version(),
-        })?;
+        });
+        let events: Vec<Event> = bodies.into_iter().map(|b| self.sequenced(b)).collect();
+        // The verdict and its `done` stand or fall together (one
+        // transaction): a crash cannot leave a judged run without its end.
+        let mut entries: Vec<LogEntry> = terminal
+            .iter()
+            .map(|item| LogEntry::Item { item: item.clone() })
+            .collect();
+        entries.push(LogEntry::Trace {
+            trace: TraceRecord::Terminal {
+                state,
+                reason,
+                basis: basis.clone(),
+            },
+        });
+        entries.extend(events.iter().map(|event| LogEntry::Event {
+            event: event.clone(),
+        }));
+        self.log.append_all(&entries)?;
+        self.items.extend(terminal);
+        for event in &events {
+            (self.observer)(event);
+        }
         Ok(RunOutcome {
             run_id: self.cfg.run_id.clone(),
             trace_id: self.trace_id.clone(),
@@ -702,7 +827,17 @@ impl<'a> Run<'a> {
         })
     }
 
-    pub(super) fn emit(&mut self, mut body: EventBody) -> Result<(), EngineError> {
+    pub(super) fn emit(&mut self, body: EventBody) -> Result<(), EngineError> {
+        let event = self.sequenced(body);
+        self.log.append(&LogEntry::Event {
+            event: event.clone(),
+        })?;
+        (self.observer)(&event);
+        Ok(())
+    }
+
+    /// The next logged event: redacted, with the next `seq`.
+    fn sequenced(&mut self, mut body: EventBody) -> Event {
         // Free text that can quote the model or a provider goes through the
         // run's one redactor whatever built it (SPEC F8).
         match &mut body {
@@ -712,17 +847,12 @@ impl<'a> Run<'a> {
             _ => {}
         }
         self.seq += 1;
-        let event = Event {
+        Event {
             run_id: self.cfg.run_id.clone(),
             seq: self.seq,
             ts: chrono::Utc::now(),
             body,
-        };
-        self.log.append(&LogEntry::Event {
-            event: event.clone(),
-        })?;
-        (self.observer)(&event);
-        Ok(())
+        }
     }
 
     /// An event for the observer only, not the log (live token deltas):
