@@ -11,6 +11,7 @@ fn source<'a>(output: &'a str, arguments: &'a str) -> Source<'a> {
         output,
         arguments,
         counts: vec![],
+        observation: false,
     }
 }
 

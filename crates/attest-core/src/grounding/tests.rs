@@ -222,6 +222,7 @@ fn matching_respects_token_edges_and_spellings() {
         output: "8080 8.55 ms 1.2.3 hello world",
         arguments: "",
         counts: vec![],
+        observation: false,
     };
     let bulk = Matcher::new(&values).grounded_by(&values, &source);
     let plain: Vec<usize> = (0..values.len())
@@ -230,4 +231,14 @@ fn matching_respects_token_edges_and_spellings() {
     assert_eq!(bulk, plain);
     // 8080 and v1.2.3; 8.5 is not 8.55, and a quote keeps its case.
     assert_eq!(bulk.len(), 2, "{values:?}");
+}
+
+#[test]
+fn a_quote_around_a_code_span_is_taken_from_the_answer_itself() {
+    // Found by the proptest: the quote was read from the text with its code
+    // span blanked out, so the value was not the answer's text.
+    let answer = "\" ``` `a` \"a\"";
+    for c in checkable_values(answer) {
+        assert!(found_in(&c, answer), "{c:?}");
+    }
 }

@@ -75,6 +75,7 @@ pub fn find_backing<'a>(values: &[Value], receipts: &[ReceiptView<'a>]) -> Optio
                 output: r.output,
                 arguments: r.arguments,
                 counts: Vec::new(),
+                observation: false,
             };
             values.iter().all(|v| grounds(&v.checkable(), &source))
         })
