@@ -39,6 +39,10 @@ pub struct RunRequest {
     pub text_sink: Option<TextSink>,
     /// The run's id; default: a fresh one.
     pub run_id: Option<String>,
+    /// For `attest eval` only: the A/B group this run is an attempt of; its
+    /// switches may turn the harness's guarantees off, and the run's trace
+    /// records it (SPEC I2). Default: none, everything on.
+    pub eval_group: Option<attest_protocol::EvalGroup>,
 }
 
 impl RunRequest {
@@ -193,6 +197,7 @@ impl Engine {
             cfg.max_steps = n;
         }
         cfg.force_compaction = request.force_compaction;
+        cfg.eval_group = request.eval_group.clone();
         cfg.text_sink = request.text_sink.clone();
         cfg.prior_history = self.earlier_turns(&cfg.session_id, None).await?;
         if let Some(from) = &request.handoff_from {
@@ -538,7 +543,7 @@ fn keep_stored(cfg: &mut RunConfig, stored: RunSettings) {
     cfg.contract = contract;
     cfg.max_steps = cfg.max_steps.min(stored.max_steps);
     cfg.max_corrections = cfg.max_corrections.min(stored.max_corrections);
-    // Grounding, once required, stays required.
+    // Grounding once required stays required.
     cfg.require_grounding |= stored.require_grounding;
     cfg.stream = stored.stream;
     let stored_timeout = stored.timeout_secs.map(std::time::Duration::from_secs);
