@@ -75,6 +75,9 @@ pub struct ResumedWith {
     /// `allow`), when the front end says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
+    /// Grounding decides the run (SPEC A9); serialized only when true.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub require_grounding: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

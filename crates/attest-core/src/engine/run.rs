@@ -740,6 +740,7 @@ impl<'a> Run<'a> {
             max_corrections: self.cfg.max_corrections,
             timeout_secs: self.cfg.timeout.map(|t| t.as_secs()),
             approval: self.cfg.approval.clone(),
+            require_grounding: self.cfg.require_grounding,
         }
     }
 

@@ -187,7 +187,9 @@ pub fn checkable_values(answer: &str) -> Vec<Checkable> {
             let Some(inner) = caps.get(1).or(caps.get(2)) else {
                 continue;
             };
-            let inner = inner.as_str().trim();
+            // The answer's own text at that place: a quote may span a code
+            // span already blanked out of `rest` (blanking keeps offsets).
+            let inner = answer.get(inner.range()).unwrap_or(inner.as_str()).trim();
             if inner.chars().any(char::is_alphanumeric) {
                 push(span_value(inner, code));
             }
@@ -388,17 +390,22 @@ pub fn stands_alone(kind: CheckableKind, needle: &str, hay: &str, at: usize, end
 /// True when `c` occurs in `hay` as a whole token (ASCII case-insensitive
 /// for URLs, domains and hashes).
 pub fn found_in(c: &Checkable, hay: &str) -> bool {
-    needles(c).iter().any(|needle| {
-        if needle.is_empty() {
-            return false;
-        }
-        if case_insensitive(c.kind) {
-            let (needle, hay) = (needle.to_ascii_lowercase(), hay.to_ascii_lowercase());
-            occurs(c.kind, &needle, &hay)
-        } else {
-            occurs(c.kind, needle, hay)
-        }
-    })
+    needles(c)
+        .iter()
+        .any(|needle| needle_found(c.kind, needle, hay))
+}
+
+/// One needle of a value of `kind`, as a whole token in `hay`.
+pub fn needle_found(kind: CheckableKind, needle: &str, hay: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    if case_insensitive(kind) {
+        let (needle, hay) = (needle.to_ascii_lowercase(), hay.to_ascii_lowercase());
+        occurs(kind, &needle, &hay)
+    } else {
+        occurs(kind, needle, hay)
+    }
 }
 
 fn occurs(kind: CheckableKind, needle: &str, hay: &str) -> bool {

@@ -19,7 +19,7 @@ mod tests;
 pub use extract::{checkable_values, found_in, Checkable};
 
 use crate::engine::{HISTORY_TOOL, TOOL_SEARCH};
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use attest_protocol::{
     CheckableKind, EffectClass, GroundedValue, Grounding, ReceiptStatus, TranscriptItem,
 };
@@ -34,14 +34,15 @@ pub struct Source<'a> {
     pub output: &'a str,
     /// The call's arguments as the model sent them.
     pub arguments: &'a str,
-    /// Counts the harness measured: the receipt's match count and size,
-    /// and for an observation the number of non-empty lines of its output
-    /// (`3 files` after a listing of three).
+    /// Counts the harness measured: the receipt's match count and size.
     pub counts: Vec<u64>,
     /// The path the harness itself resolved and acted on (the receipt's
     /// `path`, for a call that succeeded): naming that file is grounded by
     /// the receipt, though the model chose it in its arguments.
     pub target: Option<&'a str>,
+    /// An observation: the number of lines of its output counts too
+    /// (`3 files` after a listing of three).
+    pub observation: bool,
 }
 
 /// Everything an answer can be grounded in.
@@ -111,9 +112,6 @@ pub fn sources(items: &[TranscriptItem]) -> Vec<Source<'_>> {
                 if let Some(r) = receipt {
                     counts.extend(r.evidence.match_count);
                     counts.extend(r.evidence.size_bytes);
-                    if r.effect == EffectClass::Observe {
-                        counts.push(output.lines().filter(|l| !l.trim().is_empty()).count() as u64);
-                    }
                 }
                 Some(Source {
                     call_id,
@@ -122,6 +120,9 @@ pub fn sources(items: &[TranscriptItem]) -> Vec<Source<'_>> {
                     arguments: arguments.get(call_id.as_str()).copied().unwrap_or(""),
                     counts,
                     target,
+                    observation: receipt
+                        .as_ref()
+                        .is_some_and(|r| r.effect == EffectClass::Observe),
                 })
             }
             _ => None,
@@ -132,7 +133,7 @@ pub fn sources(items: &[TranscriptItem]) -> Vec<Source<'_>> {
 /// Whether `source` grounds `value`: its output shows it (or the harness
 /// counted it) and its own arguments do not.
 pub fn grounds(value: &Checkable, source: &Source<'_>) -> bool {
-    (found_in(value, source.output) || counted(value, &source.counts))
+    (found_in(value, source.output) || counted(value, source, &mut None))
         && !found_in(value, source.arguments)
 }
 
@@ -145,13 +146,24 @@ fn is_target(value: &Checkable, source: &Source<'_>) -> bool {
             .is_some_and(|t| clean(t) == clean(&value.value))
 }
 
-fn counted(value: &Checkable, counts: &[u64]) -> bool {
-    value.kind == CheckableKind::Number
-        && value
-            .value
-            .replace(',', "")
-            .parse::<u64>()
-            .is_ok_and(|n| counts.contains(&n))
+/// Whether the harness counted `value` for `source`: a count on its
+/// receipt, or for an observation the number of lines of its output
+/// (`lines` caches it: counting is a pass over the output).
+fn counted(value: &Checkable, source: &Source<'_>, lines: &mut Option<u64>) -> bool {
+    if value.kind != CheckableKind::Number {
+        return false;
+    }
+    let Ok(n) = value.value.replace(',', "").parse::<u64>() else {
+        return false;
+    };
+    source.counts.contains(&n)
+        || (source.observation && n == *lines.get_or_insert_with(|| line_count(source.output)))
+}
+
+/// Lines of `text`, a last one without its newline included (0 when empty).
+fn line_count(text: &str) -> u64 {
+    let newlines = text.bytes().filter(|&b| b == b'\n').count() as u64;
+    newlines + u64::from(!text.is_empty() && !text.ends_with('\n'))
 }
 
 /// Map each checkable value of `answer` to where it is found.
@@ -188,9 +200,9 @@ pub fn ground(answer: &str, evidence: &Evidence<'_>) -> Grounding {
     Grounding::from_values(mapped)
 }
 
-/// Every needle of every value in one automaton: each output is scanned
-/// once, whatever the number of values (50 outputs of 10 KB in well under
-/// a millisecond; `benches/grounding.rs`).
+/// Every needle of every value in one automaton (a DFA: one pass over each
+/// output at about a byte a nanosecond, whatever the number of values;
+/// `benches/grounding.rs`).
 struct Matcher {
     automaton: Option<AhoCorasick>,
     /// Pattern index → (value index, needle).
@@ -209,11 +221,17 @@ impl Matcher {
                     .map(move |n| (i, n))
             })
             .collect();
-        let automaton = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(patterns.iter().map(|(_, n)| n.as_str()))
-            .ok();
+        let build = |kind| {
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .kind(kind)
+                .build(patterns.iter().map(|(_, n)| n.as_str()))
+                .ok()
+        };
+        // The NFA is many times slower to search; it is only the fallback
+        // for a pattern set too large for a DFA.
+        let automaton = build(Some(AhoCorasickKind::DFA)).or_else(|| build(None));
         Matcher {
             automaton,
             patterns,
@@ -222,11 +240,11 @@ impl Matcher {
 
     /// Indices of the values `source` grounds.
     fn grounded_by(&self, values: &[Checkable], source: &Source<'_>) -> Vec<usize> {
+        let hay = source.output;
         let mut found = vec![false; values.len()];
         let mut left = values.len();
         match &self.automaton {
             Some(ac) => {
-                let hay = source.output;
                 for m in ac.find_overlapping_iter(hay) {
                     let (i, needle) = &self.patterns[m.pattern().as_usize()];
                     if found[*i] {
@@ -244,16 +262,16 @@ impl Matcher {
                     }
                 }
             }
-            // Unreachable for patterns this short; fall back to the plain rule.
             None => {
                 for (i, c) in values.iter().enumerate() {
-                    found[i] = found_in(c, source.output);
+                    found[i] = found_in(c, hay);
                 }
             }
         }
+        let mut lines = None;
         (0..values.len())
             .filter(|&i| {
-                (found[i] || counted(&values[i], &source.counts))
+                (found[i] || counted(&values[i], source, &mut lines))
                     && !found_in(&values[i], source.arguments)
             })
             .collect()

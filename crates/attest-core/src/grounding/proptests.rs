@@ -12,6 +12,7 @@ fn source<'a>(output: &'a str, arguments: &'a str) -> Source<'a> {
         arguments,
         counts: vec![],
         target: None,
+        observation: false,
     }
 }
 

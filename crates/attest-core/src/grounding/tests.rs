@@ -223,6 +223,7 @@ fn matching_respects_token_edges_and_spellings() {
         arguments: "",
         counts: vec![],
         target: None,
+        observation: false,
     };
     let bulk = Matcher::new(&values).grounded_by(&values, &source);
     let plain: Vec<usize> = (0..values.len())
@@ -242,6 +243,7 @@ fn the_path_a_successful_receipt_acted_on_is_grounded_but_is_no_use_of_evidence(
         arguments: r#"{"path":"config.toml"}"#,
         counts: vec![],
         target: Some("./config.toml"),
+        observation: true,
     };
     let evidence = Evidence {
         run: vec![read.clone()],
@@ -257,4 +259,14 @@ fn the_path_a_successful_receipt_acted_on_is_grounded_but_is_no_use_of_evidence(
         ..Evidence::default()
     };
     assert!(!ground("`config.toml`", &echo).ungrounded.is_empty());
+}
+
+#[test]
+fn a_quote_around_a_code_span_is_taken_from_the_answer_itself() {
+    // Found by the proptest: the quote was read from the text with its code
+    // span blanked out, so the value was not the answer's text.
+    let answer = "\" ``` `a` \"a\"";
+    for c in checkable_values(answer) {
+        assert!(found_in(&c, answer), "{c:?}");
+    }
 }

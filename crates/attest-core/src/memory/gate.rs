@@ -77,6 +77,7 @@ pub fn find_backing<'a>(values: &[Value], receipts: &[ReceiptView<'a>]) -> Optio
                 counts: Vec::new(),
                 // Memory is stricter: a fact needs an output that shows it.
                 target: None,
+                observation: false,
             };
             values.iter().all(|v| grounds(&v.checkable(), &source))
         })
