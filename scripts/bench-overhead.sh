@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 steps_list=("${@:-100 500}")
 read -r -a steps_list <<<"${steps_list[*]}"
 if [[ -z "${ATTEST_BENCH_NO_BUILD:-}" ]]; then
-  cargo build --release -p attest-cli --bin attest --example scripted_server >&2
+  # Without the embedded model (candle): the HTTP-provider binary.
+  cargo build --release -p attest-cli --no-default-features --bin attest --example scripted_server >&2
 fi
 bin=target/release/attest
 server=target/release/examples/scripted_server
