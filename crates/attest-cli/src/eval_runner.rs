@@ -17,12 +17,14 @@ use attest::{
     ApprovalMode, Engine, ModelProvider, ProtocolMode, ProviderKind, ProviderSpec, RunRequest,
 };
 use attest_cli::eval::cli::{EvalModelArgs, RunEvalArgs};
-use attest_cli::eval::record::{AttemptRecord, MemoryCandidateRecord, ToolCallRecord};
+use attest_cli::eval::record::{
+    AttemptRecord, GroundingRecord, MemoryCandidateRecord, ToolCallRecord,
+};
 use attest_cli::eval::scheduler::{AttemptOutcome, AttemptRequest, AttemptRunner};
 use attest_cli::eval::suite::{CaseModel, Protocol, Suite};
 use attest_protocol::{
-    EvalGroup, EventBody, LogEntry, MemoryDecision, MemoryProvenance, TerminalState, TraceRecord,
-    TranscriptItem,
+    CheckableKind, EvalGroup, EventBody, Grounding, LogEntry, MemoryDecision, MemoryProvenance,
+    TerminalState, TraceRecord, TranscriptItem,
 };
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -210,6 +212,7 @@ impl EngineRunner {
             .store_path(attest::store_path(dir))
             .memory(true)
             .approval_mode(ApprovalMode::Deny)
+            .require_grounding(case.expect.require_grounding)
             .notices(Arc::new(|_: &str| {}));
         if let Some(key) = attest_core::failure::default_key_path(
             std::env::var_os("XDG_CONFIG_HOME").as_deref(),
@@ -284,8 +287,7 @@ fn save_requests(dir: &Path, p: &ScriptedProvider) -> Result<()> {
 }
 
 /// The facts of a run read from its log: calls, parse anomalies, the first
-/// turn, memory candidates. Grounding is not computed here (it is reported
-/// unavailable).
+/// turn, memory candidates, the answer's grounding.
 fn record_of(req: &AttemptRequest, entries: &[LogEntry]) -> AttemptRecord {
     let mut r = AttemptRecord::empty(req.attempt);
     let mut anomalous_steps = BTreeSet::new();
@@ -328,6 +330,8 @@ fn record_of(req: &AttemptRequest, entries: &[LogEntry]) -> AttemptRecord {
                     }
                 }
                 TraceRecord::InvalidArguments { .. } => invalid_arguments += 1,
+                // The last answer's grounding is the run's.
+                TraceRecord::Grounding { grounding, .. } => r.grounding = Some(summary(grounding)),
                 TraceRecord::MemoryDecision {
                     content_preview,
                     provenance,
@@ -357,6 +361,22 @@ fn record_of(req: &AttemptRequest, entries: &[LogEntry]) -> AttemptRecord {
     r.first_turn_tool_call = first_response == Some(true) && !violated_steps.contains(&1);
     r.parse_anomalies = anomalous_steps.len() as u32 + invalid_arguments;
     r
+}
+
+/// A grounding's counts: values, ungrounded ones, and of those the paths
+/// and URLs or domains (asserted, found in no evidence).
+fn summary(g: &Grounding) -> GroundingRecord {
+    let ungrounded = |kinds: &[CheckableKind]| {
+        (g.values.iter())
+            .filter(|v| !v.is_grounded() && kinds.contains(&v.kind))
+            .count() as u32
+    };
+    GroundingRecord {
+        values: g.values.len() as u32,
+        ungrounded: g.values.iter().filter(|v| !v.is_grounded()).count() as u32,
+        wrong_paths: ungrounded(&[CheckableKind::Path]),
+        wrong_urls: ungrounded(&[CheckableKind::Url, CheckableKind::Domain]),
+    }
 }
 
 #[async_trait]

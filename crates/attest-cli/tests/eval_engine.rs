@@ -101,9 +101,18 @@ fn react_forgery_full_shows_8_receipt_backed_of_10_and_the_forgery_never_sent_on
     assert_eq!(m["value"], 0.8);
     assert_eq!(m["n"], 10);
     assert!(m["ci95"][0].as_f64().unwrap() < 0.8 && m["ci95"][1].as_f64().unwrap() > 0.8);
-    // Grounding is another part's: reported unavailable, never 0.
+    // Every run's answer is grounded by the engine; the forged "0" of
+    // attempts 3 and 7 is found in no evidence.
     let g = &full["metrics"]["ungrounded_value_rate"];
-    assert!(g["value"].is_null() && g["unavailable"].is_string(), "{g}");
+    assert_eq!(g["n"], 10, "{g}");
+    for n in [3, 7] {
+        assert!(
+            runs[n]["grounding"]["ungrounded"].as_u64().unwrap() >= 1,
+            "{}",
+            runs[n]
+        );
+    }
+    assert_eq!(runs[0]["grounding"]["ungrounded"], 0, "{}", runs[0]);
 
     // Every attempt is a real run: its store has it, with its group.
     for a in runs {

@@ -510,16 +510,8 @@ impl<'a> Run<'a> {
     /// Judge the answer just logged. `Some` ends the run; `None` means a
     /// corrective turn was injected and the loop goes on.
     fn judge_answer(&mut self, step: u32) -> Result<Option<RunOutcome>, EngineError> {
-        if !self.cfg.switches().receipt_guard {
-            let outcome = self.finish(
-                TerminalState::Completed,
-                TerminalReason::AnswerAccepted,
-                "receipt guard off (eval group): the answer was accepted without judging it against the contract".to_string(),
-            )?;
-            return Ok(Some(outcome));
-        }
         let answer = self.last_answer.clone().unwrap_or_default();
-        if self.repeats_harness_text(&answer) {
+        if self.cfg.switches().receipt_guard && self.repeats_harness_text(&answer) {
             // Not the model's answer (hole 7): treated like none.
             self.last_answer = None;
             return self.no_own_answer(step);
@@ -529,6 +521,15 @@ impl<'a> Run<'a> {
             step,
             grounding: grounding.clone(),
         })?;
+        if !self.cfg.switches().receipt_guard {
+            // An eval group without the guard: what a naive loop does.
+            let outcome = self.finish(
+                TerminalState::Completed,
+                TerminalReason::AnswerAccepted,
+                "receipt guard off (eval group): the answer was accepted without judging it against the contract".to_string(),
+            )?;
+            return Ok(Some(outcome));
+        }
         let attempts: Vec<Attempt> = self.receipts.iter().map(Attempt::from).collect();
         let outcome = match judge(&self.cfg.contract, &attempts) {
             Judgement::Satisfied => match self.grounding_problem(&grounding, had_outputs) {
@@ -626,7 +627,11 @@ impl<'a> Run<'a> {
     /// the state tail as last sent, its messages, its base prompt.
     fn repeats_harness_text(&self, answer: &str) -> bool {
         let tail = render_tail(&self.state, &TailBudget::default()).text;
-        let mut harness: Vec<&str> = vec![&tail, PROTOCOL_PLACEHOLDER, base_system_prompt()];
+        let mut harness: Vec<&str> = vec![
+            &tail,
+            PROTOCOL_PLACEHOLDER,
+            crate::prompt::base_system_prompt(),
+        ];
         // What the harness only relays: the user's words, the model's arguments.
         let mut relayed: Vec<&str> = Vec::new();
         for item in self.cfg.prior_history.iter().chain(&self.items) {
