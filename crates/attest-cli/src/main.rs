@@ -4,6 +4,7 @@
 
 mod chat_cmd;
 mod inspect;
+mod mcp_serve;
 mod memory_cmd;
 mod output;
 mod render;
@@ -76,6 +77,10 @@ enum Command {
     /// metrics and intervals (`report` writes HTML, `compare` diffs two
     /// result files).
     Eval(attest_cli::eval::cli::EvalArgs),
+    /// Serve attest as an MCP server on stdio: one tool, `attest_run
+    /// {prompt, expect, required_tools}`, returning the run's terminal
+    /// state, reason, receipts and answer.
+    McpServe(mcp_serve::McpServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +109,7 @@ fn main() -> ExitCode {
         // The engine runner is not wired in yet: suites are validated,
         // result files reported and compared.
         Command::Eval(args) => runtime.block_on(attest_cli::eval::cli::run(args, None)),
+        Command::McpServe(args) => runtime.block_on(mcp_serve::serve(args)),
     };
     ExitCode::from(code)
 }

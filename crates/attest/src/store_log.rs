@@ -49,6 +49,8 @@ impl SharedStore {
 pub struct StoreLog {
     pub store: SharedStore,
     pub run_id: String,
+    /// Shown each entry once it is stored; it never fails the append.
+    pub tap: Option<crate::telemetry::LogTap>,
 }
 
 impl RunLog for StoreLog {
@@ -56,7 +58,11 @@ impl RunLog for StoreLog {
         self.store
             .lock()
             .append(&self.run_id, entry)
-            .map_err(|e| LogError::Store(e.to_string()))
+            .map_err(|e| LogError::Store(e.to_string()))?;
+        if let Some(tap) = &self.tap {
+            tap(&self.run_id, entry);
+        }
+        Ok(())
     }
 }
 
