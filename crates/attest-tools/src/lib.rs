@@ -19,6 +19,7 @@ mod command;
 pub mod mcp;
 mod process;
 pub mod sandbox;
+mod snapshot;
 
 pub use builtin::builtin_tools;
 pub use command::{CommandTool, CommandToolConfig, CommandToolError};
