@@ -74,7 +74,8 @@ async fn every_page_is_listed_and_annotations_are_only_hints_when_untrusted() {
             "flaky__garble",
             "flaky__fail",
             "flaky__wipe",
-            "flaky__bad_name_"
+            "flaky__bad_name_",
+            "flaky__retool"
         ],
         "both pages, names qualified and made valid"
     );
@@ -204,4 +205,33 @@ fn a_server_that_cannot_start_is_an_error_with_its_reason() {
     let runtime = McpRuntime::start().unwrap();
     let err = McpToolset::start(&cfg, Arc::new(connector), &runtime).unwrap_err();
     assert!(err.to_string().contains("could not start"), "{err}");
+}
+
+#[tokio::test]
+async fn a_tool_withdrawn_by_list_changed_fails_plainly() {
+    let f = start("");
+    let retool = f.tool("flaky__retool").execute(json!({}), &f.ctx).await;
+    assert!(retool.success, "{retool:?}");
+    for _ in 0..100 {
+        if f.set.server.tools_changed() > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(f.set.server.tools_changed(), 1, "the notification arrived");
+    let echo = f
+        .tool("flaky__echo")
+        .execute(json!({"text": "x"}), &f.ctx)
+        .await;
+    assert!(!echo.success, "{echo:?}");
+    assert_eq!(echo.failure_type(), Some(ErrorType::NotFound));
+    assert!(
+        echo.output.contains("no longer offers `echo`"),
+        "{}",
+        echo.output
+    );
+    // The other tools still work, on the same server process.
+    let fail = f.tool("flaky__fail").execute(json!({}), &f.ctx).await;
+    assert_eq!(fail.output, "the thing is broken");
+    assert_eq!(f.starts(), 1);
 }

@@ -207,6 +207,8 @@ pub enum CallFailure {
     Broken(String),
     /// Down for good, or it could not be started.
     Unavailable(String),
+    /// The server withdrew the tool (`tools/list_changed`).
+    Withdrawn(String),
 }
 
 /// What a successful call returned, with the progress it reported.
@@ -231,6 +233,10 @@ pub struct McpServer {
     state: tokio::sync::Mutex<State>,
     /// Whether the one restart has been used.
     restarted: std::sync::atomic::AtomicBool,
+    /// The tools the server lists now, refreshed after it says its list
+    /// changed, and how many such notices the refresh has seen.
+    listed: Mutex<Vec<String>>,
+    seen_changes: AtomicU64,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -268,11 +274,14 @@ impl McpServer {
             handler,
             state: tokio::sync::Mutex::new(State::Live(connection)),
             restarted: std::sync::atomic::AtomicBool::new(false),
+            listed: Mutex::default(),
+            seen_changes: AtomicU64::new(0),
         });
         let lister = Arc::clone(&server);
         let tools = runtime
             .block_on(async move { lister.list_tools().await })
             .unwrap_or_else(|| Err("the MCP runtime stopped".to_string()))?;
+        server.remember(&tools);
         Ok((server, tools))
     }
 
@@ -316,11 +325,44 @@ impl McpServer {
             .unwrap_or_else(|| Err(CallFailure::Unavailable("the MCP runtime stopped".into())))
     }
 
+    fn remember(&self, tools: &[rmcp::model::Tool]) {
+        if let Ok(mut listed) = self.listed.lock() {
+            *listed = tools.iter().map(|t| t.name.to_string()).collect();
+        }
+    }
+
+    /// After `notifications/tools/list_changed`: list again, so that a
+    /// call to a tool the server withdrew fails plainly. The tools offered
+    /// to the model stay as they were for the rest of the run (its prompt
+    /// prefix does not change); the next engine lists them anew.
+    async fn refresh_if_changed(&self) {
+        let changes = self.handler.tools_changed();
+        if changes == self.seen_changes.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(tools) = self.list_tools().await {
+            self.remember(&tools);
+            self.seen_changes.store(changes, Ordering::SeqCst);
+        }
+    }
+
     async fn call_here(
         &self,
         tool: String,
         arguments: JsonObject,
     ) -> Result<CallReply, CallFailure> {
+        self.refresh_if_changed().await;
+        let withdrawn = self
+            .listed
+            .lock()
+            .map(|listed| !listed.contains(&tool))
+            .unwrap_or(false);
+        if withdrawn {
+            return Err(CallFailure::Withdrawn(format!(
+                "MCP server `{}` no longer offers `{tool}`: its tool list changed during the run (the new list is offered from the next run)",
+                self.name
+            )));
+        }
         let peer = self.live_peer().await?;
         let token = self.handler.new_token();
         let mut params = CallToolRequestParams::new(tool).with_arguments(arguments);
@@ -425,6 +467,9 @@ fn with_stderr(message: String, connector: &dyn McpConnector) -> String {
 pub fn describe(failure: &CallFailure) -> String {
     match failure {
         CallFailure::Rpc(m) => format!("the server answered with an error: {m}"),
-        CallFailure::Hung(m) | CallFailure::Broken(m) | CallFailure::Unavailable(m) => m.clone(),
+        CallFailure::Hung(m)
+        | CallFailure::Broken(m)
+        | CallFailure::Unavailable(m)
+        | CallFailure::Withdrawn(m) => m.clone(),
     }
 }

@@ -84,6 +84,9 @@ impl Tool for McpTool {
                     CallFailure::Unavailable(_) => {
                         ToolOutput::error(reason).with_error_type(ErrorType::SpawnFailed)
                     }
+                    CallFailure::Withdrawn(_) => {
+                        ToolOutput::error(reason).with_error_type(ErrorType::NotFound)
+                    }
                 }
             }
         }
