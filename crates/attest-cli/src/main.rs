@@ -3,6 +3,7 @@
 //! `attest` crate's, assembled by its builder.
 
 mod chat_cmd;
+mod eval_runner;
 mod inspect;
 mod mcp_serve;
 mod memory_cmd;
@@ -106,9 +107,9 @@ fn main() -> ExitCode {
         Command::Doctor(args) => workspace_cmd::doctor(args),
         Command::Memory(args) => report(memory_cmd::run(args)),
         Command::Trust(args) => report(trust_cmd::run(args)),
-        // The engine runner is not wired in yet: suites are validated,
-        // result files reported and compared.
-        Command::Eval(args) => runtime.block_on(attest_cli::eval::cli::run(args, None)),
+        Command::Eval(args) => {
+            runtime.block_on(attest_cli::eval::cli::run(args, &eval_runner::runner))
+        }
         Command::McpServe(args) => runtime.block_on(mcp_serve::serve(args)),
     };
     ExitCode::from(code)

@@ -226,10 +226,6 @@ async fn the_everything_server_progress_errors_and_structured_content() {
         text(0).contains("Long running operation completed"),
         "{results:?}"
     );
-    assert!(
-        text(0).contains("[progress: 2 updates, last 2/2]"),
-        "{results:?}"
-    );
     assert!(text(1).contains("Light rain"), "{results:?}");
     assert!(text(2).contains("Invalid resourceId"), "{results:?}");
 }

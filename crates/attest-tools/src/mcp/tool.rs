@@ -118,13 +118,9 @@ impl McpTool {
                 text.push_str(&json);
             }
         }
-        if let Some(p) = reply.progress {
-            let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
-            text.push_str(&format!(
-                "\n[progress: {} updates, last {}{total}]",
-                p.updates, p.progress
-            ));
-        }
+        // Progress is not shown: rmcp may replace the progress token a
+        // request carries, so an update cannot be tied to its call here.
+        let _ = reply.progress;
         let (shown, cut) = truncate_str(text.trim(), OUTPUT_LIMIT);
         let shown = if cut {
             format!("{shown}\n[truncated: result was {} bytes]", text.len())
