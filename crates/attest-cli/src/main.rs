@@ -5,6 +5,7 @@
 mod chat_cmd;
 mod eval_runner;
 mod inspect;
+mod mcp_serve;
 mod memory_cmd;
 mod output;
 mod render;
@@ -77,6 +78,10 @@ enum Command {
     /// metrics and intervals (`report` writes HTML, `compare` diffs two
     /// result files).
     Eval(attest_cli::eval::cli::EvalArgs),
+    /// Serve attest as an MCP server on stdio: one tool, `attest_run
+    /// {prompt, expect, required_tools}`, returning the run's terminal
+    /// state, reason, receipts and answer.
+    McpServe(mcp_serve::McpServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => {
             runtime.block_on(attest_cli::eval::cli::run(args, &eval_runner::runner))
         }
+        Command::McpServe(args) => runtime.block_on(mcp_serve::serve(args)),
     };
     ExitCode::from(code)
 }

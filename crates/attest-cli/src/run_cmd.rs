@@ -75,6 +75,7 @@ async fn start_run(args: RunArgs) -> Result<u8> {
         .engine
         .run_observed(request, &mut observer, cancel_on_ctrl_c())
         .await;
+    prepared.flush_telemetry();
     exit_code(result)
 }
 
@@ -112,6 +113,7 @@ async fn start_resume(args: ResumeArgs) -> Result<u8> {
         .engine
         .resume(&record.id, &mut observer, cancel_on_ctrl_c())
         .await;
+    prepared.flush_telemetry();
     exit_code(result)
 }
 

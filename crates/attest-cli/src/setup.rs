@@ -109,6 +109,10 @@ pub struct EngineArgs {
     /// Print one JSON event per line on stdout instead of human output.
     #[arg(long)]
     pub json: bool,
+    /// Export GenAI spans over OTLP/HTTP to this base endpoint
+    /// (`http://localhost:4318`); default: `[telemetry] otlp_endpoint`.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }
 
 fn parse_contract(s: &str) -> Result<ContractKind, String> {
@@ -161,9 +165,19 @@ impl EngineArgs {
 pub struct Prepared {
     pub engine: Engine,
     pub json: bool,
+    /// OTLP export; flushed (briefly, after the run) when this drops.
+    pub telemetry: Option<attest::telemetry::Telemetry>,
 }
 
 impl Prepared {
+    /// Send the spans of the runs so far, waiting briefly; export never
+    /// fails a run, so its errors are dropped.
+    pub fn flush_telemetry(&self) {
+        if let Some(t) = &self.telemetry {
+            t.shutdown(Duration::from_secs(3));
+        }
+    }
+
     pub fn provider_label(&self) -> &str {
         self.engine.provider_label()
     }
@@ -267,6 +281,10 @@ pub fn prepare_loaded(
     )
     .context("cannot locate the user config dir for the fingerprint key (set HOME)")?;
 
+    let loaded_telemetry = (
+        loaded.file.telemetry.otlp_endpoint.clone(),
+        loaded.file.telemetry.capture_content,
+    );
     let mut builder = Engine::builder()
         .loaded_config(loaded)
         .workspace(&args.workspace)
@@ -319,9 +337,42 @@ pub fn prepare_loaded(
     if let Some(secs) = args.timeout {
         builder = builder.timeout(Some(Duration::from_secs(secs)));
     }
+    let telemetry = telemetry(args, &loaded_telemetry);
+    if let Some(t) = &telemetry {
+        builder = builder.log_tap(t.tap());
+    }
     let engine = builder.build()?;
     Ok(Prepared {
         engine,
         json: args.json,
+        telemetry,
     })
+}
+
+/// OTLP export from `--otlp-endpoint` / `OTEL_EXPORTER_OTLP_ENDPOINT` /
+/// `[telemetry]`; contents only with `capture_content` or the GenAI
+/// conventions' `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
+/// A bad endpoint is a notice: export never stops a run.
+fn telemetry(
+    args: &EngineArgs,
+    (file_endpoint, file_capture): &(Option<String>, Option<bool>),
+) -> Option<attest::telemetry::Telemetry> {
+    let endpoint = args
+        .otlp_endpoint
+        .clone()
+        .or_else(|| file_endpoint.clone())
+        .filter(|e| !e.trim().is_empty())?;
+    let capture_env = std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    let config = attest::telemetry::TelemetryConfig {
+        endpoint,
+        capture_content: file_capture.unwrap_or(false) || capture_env,
+    };
+    match attest::telemetry::Telemetry::start(&config) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("attest: {e}; spans are not exported");
+            None
+        }
+    }
 }

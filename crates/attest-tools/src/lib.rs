@@ -16,6 +16,7 @@
 
 mod builtin;
 mod command;
+pub mod mcp;
 mod process;
 pub mod sandbox;
 mod snapshot;

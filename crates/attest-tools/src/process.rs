@@ -42,6 +42,24 @@ pub fn tool_command(
     Ok(cmd)
 }
 
+/// Start `cmd` in a session (and process group) of its own, so that
+/// [`GroupKill`] ends everything it starts.
+pub(crate) fn in_new_session(cmd: &mut Command) {
+    #[cfg(unix)]
+    // SAFETY: setsid is async-signal-safe and touches no memory. It runs
+    // after any sandbox setup the caller registered.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = cmd;
+}
+
 /// Output of a process that exited.
 #[derive(Debug)]
 pub(crate) struct Finished {
@@ -80,17 +98,7 @@ pub(crate) async fn run(
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
     .kill_on_drop(true);
-    #[cfg(unix)]
-    // SAFETY: setsid is async-signal-safe and touches no memory. It runs
-    // after any sandbox setup the caller registered.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    in_new_session(&mut cmd);
 
     let mut child = match cmd.spawn() {
         Ok(child) => child,
@@ -167,13 +175,13 @@ async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize) -> (Vec<
 }
 
 /// Kills a child's process group, on demand and on drop.
-struct GroupKill {
+pub(crate) struct GroupKill {
     pgid: Option<u32>,
     done: std::sync::atomic::AtomicBool,
 }
 
 impl GroupKill {
-    fn new(pgid: Option<u32>) -> Self {
+    pub(crate) fn new(pgid: Option<u32>) -> Self {
         GroupKill {
             pgid,
             done: std::sync::atomic::AtomicBool::new(false),

@@ -104,6 +104,7 @@ pub struct EngineBuilder {
     workspace_context: bool,
     notices: Notices,
     run: RunDefaults,
+    log_tap: Option<crate::telemetry::LogTap>,
 }
 
 impl Default for EngineBuilder {
@@ -131,6 +132,7 @@ impl Default for EngineBuilder {
             workspace_context: true,
             notices: Arc::new(|_| {}),
             run: RunDefaults::default(),
+            log_tap: None,
         }
     }
 }
@@ -357,6 +359,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Show every log entry, once stored, to `tap` (telemetry export:
+    /// [`crate::telemetry::Telemetry::tap`]).
+    pub fn log_tap(mut self, tap: crate::telemetry::LogTap) -> Self {
+        self.log_tap = Some(tap);
+        self
+    }
+
     /// Assemble the engine.
     pub fn build(self) -> Result<Engine, Error> {
         let file = &self.config;
@@ -404,12 +413,36 @@ impl EngineBuilder {
             (Vec::new(), false)
         };
         let sandbox = self.shell_sandbox(&workspace)?;
-        let mut registry = self.registry(&workspace, with_skills, sandbox.clone())?;
+        let tool_env = match &self.tool_env_source {
+            Some(vars) => ToolEnv::from_vars(vars.iter().cloned(), &file.sandbox.env_passthrough),
+            None => ToolEnv::minimal(),
+        };
+        let mut hidden_env = hidden_env;
+        hidden_env.extend(
+            file.mcp_servers
+                .iter()
+                .filter_map(|s| s.bearer_token_env.clone()),
+        );
+        let tool_ctx = ToolContext {
+            hidden_env,
+            env: tool_env,
+            ..ToolContext::new(workspace.clone())
+        };
+        let mcp = crate::mcp::connect_all(
+            &file.mcp_servers,
+            workspace.root(),
+            sandbox.clone(),
+            &tool_ctx,
+            &self.env,
+            &*self.notices,
+        )?;
+        let mut registry = self.registry(&workspace, with_skills, sandbox.clone(), mcp.tools)?;
         if let Some(name) = self.profile.as_ref().or(file.run.profile.as_ref()) {
             registry = apply_profile(registry, file, name)?;
         }
         // The one redactor (SPEC F8): what every part of a run scrubs with.
-        let redactor = attest_core::Redactor::new().with_secrets(secrets);
+        let redactor =
+            attest_core::Redactor::new().with_secrets(secrets.into_iter().chain(mcp.secrets));
         let tracker =
             self.install_safety(&mut registry, &workspace, sandbox.as_deref(), &redactor)?;
 
@@ -442,15 +475,6 @@ impl EngineBuilder {
             approval,
             timeout_secs: cfg.timeout.map(|t| t.as_secs()),
         };
-        let tool_env = match &self.tool_env_source {
-            Some(vars) => ToolEnv::from_vars(vars.iter().cloned(), &file.sandbox.env_passthrough),
-            None => ToolEnv::minimal(),
-        };
-        let tool_ctx = ToolContext {
-            hidden_env,
-            env: tool_env,
-            ..ToolContext::new(workspace.clone())
-        };
         let core = attest_core::Engine::new(provider, Arc::new(registry), tool_ctx, approver)
             .with_failure_tracker(tracker);
         let store = match self.store {
@@ -471,6 +495,7 @@ impl EngineBuilder {
             learning: learning.and_then(|(key, switched)| {
                 self.protocol_memory.map(|memory| (memory, key, switched))
             }),
+            log_tap: self.log_tap,
         }))
     }
 
@@ -532,6 +557,7 @@ impl EngineBuilder {
         workspace: &Workspace,
         with_skills: bool,
         sandbox: Option<Arc<Sandbox>>,
+        mcp_tools: Vec<Arc<dyn Tool>>,
     ) -> Result<ToolRegistry, Error> {
         let mut tools: Vec<Arc<dyn Tool>> = if self.builtin_tools {
             builtin_tools(sandbox.clone())
@@ -547,6 +573,7 @@ impl EngineBuilder {
                 .with_sandbox(sandbox.clone());
             tools.push(Arc::new(tool));
         }
+        tools.extend(mcp_tools);
         tools.extend(self.tools.iter().cloned());
         ToolRegistry::new(tools).map_err(|e| Error::config(e.to_string()))
     }

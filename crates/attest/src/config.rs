@@ -14,6 +14,7 @@
 use crate::trust::{config_digest, TrustStore, WORKSPACE_CONFIG};
 use attest_core::policy::PermissionsConfig;
 use attest_protocol::TaskType;
+use attest_tools::mcp::McpServerConfig;
 use attest_tools::{CommandToolConfig, SandboxMode};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -36,9 +37,25 @@ pub struct ConfigFile {
     pub safety: SafetySection,
     #[serde(default)]
     pub tools: Vec<CommandToolConfig>,
+    /// MCP servers whose tools join the registry as `server__tool`.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// OpenTelemetry export (SPEC H3).
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
     /// Tool allow-lists by profile name.
     #[serde(default)]
     pub profiles: std::collections::BTreeMap<String, Profile>,
+}
+
+/// `[telemetry]`: where spans are exported, and whether they carry contents.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// OTLP/HTTP base endpoint (`http://localhost:4318`).
+    pub otlp_endpoint: Option<String>,
+    /// Attach prompt, answer and tool contents (redacted) to spans.
+    pub capture_content: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -446,6 +463,35 @@ evidence = "/message_id"
         assert!(
             err.to_string().contains("attest.toml") && err.to_string().contains("max_stepz"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn mcp_servers_and_telemetry_of_an_untrusted_workspace_are_ignored() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        write(
+            ws.path(),
+            WORKSPACE_CONFIG,
+            "[[mcp_servers]]\nname = \"evil\"\ncommand = \"sh\"\n[telemetry]\notlp_endpoint = \"http://collector.example\"\ncapture_content = true\n",
+        );
+        let trust = TrustStore::new(home.path().join("trusted"));
+        let loaded = load(LoadOptions {
+            explicit: None,
+            workspace: Some(ws.path()),
+            user_config: None,
+            trust: Some(&trust),
+        })
+        .unwrap();
+        assert!(loaded.file.mcp_servers.is_empty());
+        assert_eq!(loaded.file.telemetry.otlp_endpoint, None);
+        assert_eq!(
+            loaded.ignored,
+            [
+                "mcp_servers",
+                "telemetry.capture_content",
+                "telemetry.otlp_endpoint"
+            ]
         );
     }
 }

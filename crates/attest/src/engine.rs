@@ -120,6 +120,8 @@ pub(crate) struct Inner {
     /// `--protocol auto` learning: the memory, the model's key, and whether
     /// this engine already switched it to the text protocol.
     pub(crate) learning: Option<(crate::protocol_choice::ProtocolMemory, String, bool)>,
+    /// Sees each log entry after it is stored (telemetry export).
+    pub(crate) log_tap: Option<crate::telemetry::LogTap>,
 }
 
 /// The engine: cheap to clone, shared by every run it drives.
@@ -255,6 +257,7 @@ impl Engine {
         let mut log = StoreLog {
             store: inner.store.clone(),
             run_id: cfg.run_id.clone(),
+            tap: inner.log_tap.clone(),
         };
         let outcome = inner
             .core
@@ -361,6 +364,7 @@ impl Engine {
         let mut log = StoreLog {
             store: inner.store.clone(),
             run_id: record.id.clone(),
+            tap: inner.log_tap.clone(),
         };
         let outcome = inner
             .core
@@ -431,6 +435,7 @@ impl Engine {
         let mut log = StoreLog {
             store: self.inner.store.clone(),
             run_id: run.id.clone(),
+            tap: self.inner.log_tap.clone(),
         };
         let mut quiet = |_: &Event| {};
         self.inner

@@ -49,11 +49,13 @@ mod builder;
 pub mod config;
 mod engine;
 mod error;
+mod mcp;
 pub mod memory;
 mod protocol_choice;
 mod provider;
 mod settings;
 mod store_log;
+pub mod telemetry;
 pub mod trust;
 
 pub use builder::{EngineBuilder, Notices};

@@ -49,6 +49,8 @@ impl SharedStore {
 pub struct StoreLog {
     pub store: SharedStore,
     pub run_id: String,
+    /// Shown each entry once it is stored; it never fails the append.
+    pub tap: Option<crate::telemetry::LogTap>,
 }
 
 impl RunLog for StoreLog {
@@ -56,14 +58,24 @@ impl RunLog for StoreLog {
         self.store
             .lock()
             .append(&self.run_id, entry)
-            .map_err(|e| LogError::Store(e.to_string()))
+            .map_err(|e| LogError::Store(e.to_string()))?;
+        if let Some(tap) = &self.tap {
+            tap(&self.run_id, entry);
+        }
+        Ok(())
     }
 
     fn append_all(&mut self, entries: &[LogEntry]) -> Result<(), LogError> {
         self.store
             .lock()
             .append_all(&self.run_id, entries)
-            .map_err(|e| LogError::Store(e.to_string()))
+            .map_err(|e| LogError::Store(e.to_string()))?;
+        if let Some(tap) = &self.tap {
+            for entry in entries {
+                tap(&self.run_id, entry);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,336 @@
+//! `[[mcp_servers]]` through the real binary, against the real servers
+//! from npm (`@modelcontextprotocol/server-filesystem` and
+//! `server-everything`, over stdio and over streamable HTTP on loopback):
+//! what the model was offered and sent, the receipts, what is on disk.
+//!
+//! `.ci/run` installs the servers and sets `ATTEST_MCP_SERVERS_DIR`; in CI
+//! (`CI` set) a missing variable is a failure. Elsewhere the tests install
+//! them with npm into the user's cache. They never skip.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem";
+const EVERYTHING: &str = "@modelcontextprotocol/server-everything";
+/// The versions `.ci/run` installs.
+const VERSION: &str = "2026.8.31";
+
+/// Where the servers are installed, installing them when missing.
+fn servers_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = match std::env::var_os("ATTEST_MCP_SERVERS_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "ATTEST_MCP_SERVERS_DIR is not set: .ci/run installs the MCP servers and sets it"
+                );
+                let home = std::env::var_os("HOME").expect("HOME is set");
+                PathBuf::from(home).join(".cache/attest/mcp-servers")
+            }
+        };
+        if !entry(&dir, FILESYSTEM).is_file() || !entry(&dir, EVERYTHING).is_file() {
+            std::fs::create_dir_all(&dir).unwrap();
+            let status = std::process::Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&dir)
+                .arg(format!("{FILESYSTEM}@{VERSION}"))
+                .arg(format!("{EVERYTHING}@{VERSION}"))
+                .status()
+                .expect("npm runs (the MCP tests need Node.js and npm)");
+            assert!(status.success(), "npm install of the MCP servers failed");
+        }
+        dir
+    })
+}
+
+fn entry(dir: &Path, package: &str) -> PathBuf {
+    dir.join("node_modules").join(package).join("dist/index.js")
+}
+
+fn server_entry(package: &str) -> String {
+    entry(servers_dir(), package).display().to_string()
+}
+
+/// The receipts of the run's `done` event, by tool name.
+fn receipt<'a>(run: &'a RunResult, tool: &str) -> &'a Value {
+    run.done()["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tool_name"] == tool)
+        .unwrap_or_else(|| panic!("no receipt for {tool}: {}", run.describe()))
+}
+
+fn offered(model: &MockModel, index: usize) -> Vec<String> {
+    model.requests()[index]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+const OPENAI: Variant = Variant {
+    wire: Wire::OpenAi,
+    stream: false,
+};
+
+#[tokio::test]
+async fn a_read_through_the_filesystem_server_satisfies_an_observe_contract() {
+    let ws = TestWorkspace::new();
+    ws.write("notes.txt", "the launch code is tulip\n");
+    let root = ws.path().canonicalize().unwrap();
+    ws.append_config(&format!(
+        "[[mcp_servers]]\nname = \"fs\"\ncommand = \"node\"\nargs = [{:?}, {:?}]\ntrusted_annotations = true\n",
+        server_entry(FILESYSTEM),
+        root.display().to_string()
+    ));
+    let model = MockModel::start(
+        OPENAI,
+        vec![
+            Turn::tool(
+                "fs__read_text_file",
+                json!({"path": root.join("notes.txt").display().to_string()}),
+            ),
+            Turn::text("The launch code is tulip."),
+        ],
+    )
+    .await;
+    let run = run_attest(&model, &ws, &["--expect", "observe", "Read notes.txt"]).await;
+    assert_eq!(run.state(), "completed", "{}", run.describe());
+    let tools = offered(&model, 0);
+    assert!(
+        tools.contains(&"fs__read_text_file".to_string()),
+        "{tools:?}"
+    );
+    assert!(tools.contains(&"fs__write_file".to_string()), "{tools:?}");
+    let read = receipt(&run, "fs__read_text_file");
+    assert_eq!(read["effect"], "observe", "trusted readOnlyHint");
+    assert_eq!(read["status"], "ok");
+    let results = model.tool_results(1);
+    assert!(
+        results[0].1.contains("the launch code is tulip"),
+        "what the model was sent: {results:?}"
+    );
+    model.assert_valid();
+}
+
+#[tokio::test]
+async fn a_write_outside_the_servers_root_fails_and_writes_nothing() {
+    let ws = TestWorkspace::new();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().canonicalize().unwrap().join("evil.txt");
+    let root = ws.path().canonicalize().unwrap();
+    ws.append_config(&format!(
+        "[[mcp_servers]]\nname = \"fs\"\ncommand = \"node\"\nargs = [{:?}, {:?}]\ntrusted_annotations = true\npermission = \"allow\"\n",
+        server_entry(FILESYSTEM),
+        root.display().to_string()
+    ));
+    let model = MockModel::start(
+        OPENAI,
+        vec![
+            Turn::tool(
+                "fs__write_file",
+                json!({"path": target.display().to_string(), "content": "pwned"}),
+            ),
+            Turn::text("Done."),
+        ],
+    )
+    .await;
+    let run = run_attest(
+        &model,
+        &ws,
+        &[
+            "--expect",
+            "mutate",
+            "--approval",
+            "allow",
+            "Write evil.txt",
+        ],
+    )
+    .await;
+    assert_ne!(run.state(), "completed", "{}", run.describe());
+    let write = receipt(&run, "fs__write_file");
+    assert_eq!(write["effect"], "mutate");
+    assert_eq!(write["status"], "error", "{write}");
+    assert!(!target.exists(), "nothing was written outside the root");
+    // destructiveHint: asked even though the server's permission is allow.
+    let asked = run.of_type("approval_requested");
+    assert_eq!(asked.len(), 1, "{}", run.describe());
+    let results = model.tool_results(1);
+    assert!(
+        results[0].1.to_lowercase().contains("denied") || results[0].1.contains("outside"),
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_everything_server_progress_errors_and_structured_content() {
+    let ws = TestWorkspace::new();
+    ws.append_config(&format!(
+        "[[mcp_servers]]\nname = \"every\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\ntrusted_annotations = true\ntools = [\"trigger-long-running-operation\", \"get-structured-content\", \"get-resource-reference\"]\n",
+        server_entry(EVERYTHING)
+    ));
+    let model = MockModel::start(
+        OPENAI,
+        vec![
+            Turn::calls(
+                "",
+                vec![
+                    call(
+                        "every__trigger-long-running-operation",
+                        json!({"duration": 1, "steps": 2}),
+                    ),
+                    call(
+                        "every__get-structured-content",
+                        json!({"location": "Chicago"}),
+                    ),
+                    call("every__get-resource-reference", json!({"resourceId": 0})),
+                ],
+            ),
+            Turn::text("It drizzles in Chicago."),
+        ],
+    )
+    .await;
+    let run = run_attest(&model, &ws, &["--expect", "observe", "Weather?"]).await;
+    assert_eq!(
+        offered(&model, 0)
+            .iter()
+            .filter(|t| t.starts_with("every__"))
+            .count(),
+        3,
+        "only the allow list: {:?}",
+        offered(&model, 0)
+    );
+    assert_eq!(
+        receipt(&run, "every__trigger-long-running-operation")["status"],
+        "ok"
+    );
+    assert_eq!(
+        receipt(&run, "every__get-structured-content")["status"],
+        "ok"
+    );
+    assert_eq!(
+        receipt(&run, "every__get-resource-reference")["status"],
+        "error"
+    );
+    let results = model.tool_results(1);
+    let text = |i: usize| results[i].1.clone();
+    assert!(
+        text(0).contains("Long running operation completed"),
+        "{results:?}"
+    );
+    assert!(text(1).contains("Light rain"), "{results:?}");
+    assert!(text(2).contains("Invalid resourceId"), "{results:?}");
+}
+
+/// The everything server over streamable HTTP on a loopback port.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_http_server() -> HttpServer {
+    use std::io::{BufRead, BufReader};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new("node")
+        .arg(server_entry(EVERYTHING))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = stderr.read_line(&mut line).unwrap();
+        assert!(n > 0, "the HTTP server exited before listening");
+        if line.contains("listening on port") {
+            break;
+        }
+    }
+    // Keep draining so the server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while stderr.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+            sink.clear();
+        }
+    });
+    HttpServer {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+#[tokio::test]
+async fn a_streamable_http_server_with_a_bearer_token_that_is_never_shown() {
+    let server = start_http_server();
+    let ws = TestWorkspace::new();
+    ws.append_config(&format!(
+        "[[mcp_servers]]\nname = \"web\"\nurl = {:?}\nbearer_token_env = \"WEB_MCP_TOKEN\"\npermission = \"allow\"\ntools = [\"echo\"]\n",
+        server.url
+    ));
+    let token = "tok-3c9f1e7a5b2d";
+    let model = MockModel::start(
+        OPENAI,
+        vec![
+            Turn::tool("web__echo", json!({"message": format!("hello {token}")})),
+            Turn::text("It echoed."),
+        ],
+    )
+    .await;
+    let run = run_attest_env(
+        &model,
+        &ws,
+        &["--expect", "mutate", "Echo hello"],
+        &[("WEB_MCP_TOKEN", token)],
+    )
+    .await;
+    let echo = receipt(&run, "web__echo");
+    assert_eq!(echo["status"], "ok", "{}", run.describe());
+    assert_eq!(echo["effect"], "mutate", "untrusted annotations");
+    let results = model.tool_results(1);
+    assert!(results[0].1.starts_with("Echo: hello "), "{results:?}");
+    // The token is a secret of the run: scrubbed from what the model is
+    // sent, the events and the log.
+    assert!(!results[0].1.contains(token), "{results:?}");
+    assert!(!run.stdout.contains(token) && !run.stderr.contains(token));
+    let log = serde_json::to_string(&ws.log_entries()).unwrap();
+    assert!(!log.contains(token), "the token reached the log");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_notice_and_the_run_goes_on() {
+    let ws = TestWorkspace::new();
+    ws.append_config(
+        "[[mcp_servers]]\nname = \"gone\"\ncommand = \"/nonexistent/mcp-server\"\ntimeout_ms = 2000\n",
+    );
+    let model = MockModel::start(OPENAI, vec![Turn::text("Hello.")]).await;
+    let run = run_attest(&model, &ws, &["Say hello"]).await;
+    assert_eq!(run.state(), "completed", "{}", run.describe());
+    assert!(
+        run.stderr.contains("MCP server `gone`") && run.stderr.contains("not offered"),
+        "{}",
+        run.stderr
+    );
+    assert!(offered(&model, 0).iter().all(|t| !t.starts_with("gone__")));
+}

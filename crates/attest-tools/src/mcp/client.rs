@@ -1,0 +1,475 @@
+//! One MCP server's connection: how it is reached ([`McpConnector`]), the
+//! client side of the protocol ([`McpClientHandler`]), and the life cycle
+//! ([`McpServer`]): a server that crashes, hangs or garbles its answers
+//! gives a structured failure and is restarted once; after a second fault
+//! it stays down and every call says so. Nothing here panics.
+
+use super::runtime::McpRuntime;
+use crate::process::{self, GroupKill};
+use crate::{Sandbox, ToolContext};
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    JsonObject, NumberOrString, ProgressNotificationParam, ProgressToken, RequestMetaObject,
+};
+use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+
+/// A running client session with one server.
+pub type McpService = RunningService<RoleClient, McpClientHandler>;
+
+/// Bytes of a stdio server's stderr kept for failure messages.
+const STDERR_TAIL: usize = 2 * 1024;
+
+/// A live connection and whatever keeps its transport alive (a child
+/// process, killed with its whole group when this drops).
+pub struct McpConnection {
+    pub service: McpService,
+    pub guard: Option<Box<dyn Send + Sync>>,
+}
+
+/// How a server is reached: a fresh connection per call of `connect`.
+#[async_trait]
+pub trait McpConnector: Send + Sync + std::fmt::Debug {
+    /// Start (or dial) the server and complete the MCP handshake.
+    async fn connect(&self, handler: McpClientHandler) -> Result<McpConnection, String>;
+    /// What the server's stderr said lately, for failure messages.
+    fn stderr_tail(&self) -> String {
+        String::new()
+    }
+}
+
+/// The client side: answers the server's notifications.
+#[derive(Debug, Clone, Default)]
+pub struct McpClientHandler {
+    state: Arc<HandlerState>,
+}
+
+#[derive(Debug, Default)]
+struct HandlerState {
+    /// `notifications/tools/list_changed` received so far.
+    tools_changed: AtomicU64,
+    /// Progress notifications per progress token.
+    progress: Mutex<HashMap<i64, Progress>>,
+    next_token: AtomicI64,
+}
+
+/// What progress a call reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Progress {
+    pub updates: u64,
+    pub progress: f64,
+    pub total: Option<f64>,
+}
+
+impl McpClientHandler {
+    /// How many times the server said its tool list changed.
+    pub fn tools_changed(&self) -> u64 {
+        self.state.tools_changed.load(Ordering::SeqCst)
+    }
+
+    fn new_token(&self) -> i64 {
+        self.state.next_token.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn take_progress(&self, token: i64) -> Option<Progress> {
+        self.state.progress.lock().ok()?.remove(&token)
+    }
+}
+
+impl ClientHandler for McpClientHandler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.state.tools_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let ProgressToken(NumberOrString::Number(token)) = params.progress_token else {
+            return; // not one of ours
+        };
+        if let Ok(mut all) = self.state.progress.lock() {
+            let entry = all.entry(token).or_default();
+            entry.updates += 1;
+            entry.progress = params.progress;
+            entry.total = params.total;
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("attest", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// A stdio server: a child process in the tool sandbox, the workspace as
+/// its working directory, the tools' environment plus the entry's `env`.
+#[derive(Debug)]
+pub struct StdioConnector {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub sandbox: Option<Arc<Sandbox>>,
+    pub ctx: ToolContext,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl StdioConnector {
+    pub fn new(
+        program: impl Into<PathBuf>,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        sandbox: Option<Arc<Sandbox>>,
+        ctx: ToolContext,
+    ) -> Self {
+        StdioConnector {
+            program: program.into(),
+            args,
+            env,
+            sandbox,
+            ctx,
+            stderr: Arc::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl McpConnector for StdioConnector {
+    async fn connect(&self, handler: McpClientHandler) -> Result<McpConnection, String> {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let mut cmd =
+            process::tool_command(&self.ctx, self.sandbox.as_deref(), &self.program, &args)
+                .map_err(|e| format!("the sandbox could not be set up: {e}"))?;
+        cmd.envs(&self.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        process::in_new_session(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("could not start `{}`: {e}", self.program.display()))?;
+        let group = GroupKill::new(child.id());
+        let (Some(stdin), Some(stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("the server's pipes could not be opened".to_string());
+        };
+        let tail = Arc::clone(&self.stderr);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut kept) = tail.lock() {
+                    kept.extend_from_slice(&buf[..n]);
+                    let excess = kept.len().saturating_sub(STDERR_TAIL);
+                    kept.drain(..excess);
+                }
+            }
+        });
+        let service = handler
+            .serve((stdout, stdin))
+            .await
+            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+        Ok(McpConnection {
+            service,
+            guard: Some(Box::new((child, group))),
+        })
+    }
+
+    fn stderr_tail(&self) -> String {
+        let kept = self.stderr.lock().map(|k| k.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&kept).trim().to_string()
+    }
+}
+
+/// Why a call produced no result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallFailure {
+    /// The server answered with a JSON-RPC error: it is alive.
+    Rpc(String),
+    /// No answer in time; the server was stopped (and restarted once).
+    Hung(String),
+    /// The connection broke (crash, garbled output); restarted once.
+    Broken(String),
+    /// Down for good, or it could not be started.
+    Unavailable(String),
+    /// The server withdrew the tool (`tools/list_changed`).
+    Withdrawn(String),
+}
+
+/// What a successful call returned, with the progress it reported.
+#[derive(Debug, Clone)]
+pub struct CallReply {
+    pub result: CallToolResult,
+    pub progress: Option<Progress>,
+}
+
+enum State {
+    Live(McpConnection),
+    Down(String),
+}
+
+/// One configured server and its connection.
+pub struct McpServer {
+    name: String,
+    connector: Arc<dyn McpConnector>,
+    runtime: Arc<McpRuntime>,
+    timeout: Duration,
+    handler: McpClientHandler,
+    state: tokio::sync::Mutex<State>,
+    /// Whether the one restart has been used.
+    restarted: std::sync::atomic::AtomicBool,
+    /// The tools the server lists now, refreshed after it says its list
+    /// changed, and how many such notices the refresh has seen.
+    listed: Mutex<Vec<String>>,
+    seen_changes: AtomicU64,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.name)
+            .field("connector", &self.connector)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// Connect (blocking the calling thread, bounded by `timeout`) and
+    /// list every page of the server's tools.
+    pub fn start(
+        name: &str,
+        connector: Arc<dyn McpConnector>,
+        runtime: &Arc<McpRuntime>,
+        timeout: Duration,
+    ) -> Result<(Arc<McpServer>, Vec<rmcp::model::Tool>), String> {
+        let handler = McpClientHandler::default();
+        let first = {
+            let connector = Arc::clone(&connector);
+            let handler = handler.clone();
+            runtime
+                .block_on(async move { bounded(timeout, connector.connect(handler)).await })
+                .unwrap_or_else(|| Err("the MCP runtime stopped".to_string()))
+        };
+        let connection = first.map_err(|e| with_stderr(e, connector.as_ref()))?;
+        let server = Arc::new(McpServer {
+            name: name.to_string(),
+            connector,
+            runtime: Arc::clone(runtime),
+            timeout,
+            handler,
+            state: tokio::sync::Mutex::new(State::Live(connection)),
+            restarted: std::sync::atomic::AtomicBool::new(false),
+            listed: Mutex::default(),
+            seen_changes: AtomicU64::new(0),
+        });
+        let lister = Arc::clone(&server);
+        let tools = runtime
+            .block_on(async move { lister.list_tools().await })
+            .unwrap_or_else(|| Err("the MCP runtime stopped".to_string()))?;
+        server.remember(&tools);
+        Ok((server, tools))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// How many times the server said its tool list changed.
+    pub fn tools_changed(&self) -> u64 {
+        self.handler.tools_changed()
+    }
+
+    /// Every page of `tools/list`.
+    pub async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, String> {
+        let peer = self.live_peer().await.map_err(|f| describe(&f))?;
+        match tokio::time::timeout(self.timeout, peer.list_all_tools()).await {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
+            Err(_) => Err(format!(
+                "tools/list got no answer within {} ms",
+                self.timeout.as_millis()
+            )),
+        }
+    }
+
+    /// Call `tool` with `arguments`, on the MCP runtime, from any runtime.
+    pub async fn call(
+        self: &Arc<Self>,
+        tool: &str,
+        arguments: JsonObject,
+    ) -> Result<CallReply, CallFailure> {
+        let server = Arc::clone(self);
+        let tool = tool.to_string();
+        self.runtime
+            .run(async move { server.call_here(tool, arguments).await })
+            .await
+            .unwrap_or_else(|| Err(CallFailure::Unavailable("the MCP runtime stopped".into())))
+    }
+
+    fn remember(&self, tools: &[rmcp::model::Tool]) {
+        if let Ok(mut listed) = self.listed.lock() {
+            *listed = tools.iter().map(|t| t.name.to_string()).collect();
+        }
+    }
+
+    /// After `notifications/tools/list_changed`: list again, so that a
+    /// call to a tool the server withdrew fails plainly. The tools offered
+    /// to the model stay as they were for the rest of the run (its prompt
+    /// prefix does not change); the next engine lists them anew.
+    async fn refresh_if_changed(&self) {
+        let changes = self.handler.tools_changed();
+        if changes == self.seen_changes.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(tools) = self.list_tools().await {
+            self.remember(&tools);
+            self.seen_changes.store(changes, Ordering::SeqCst);
+        }
+    }
+
+    async fn call_here(
+        &self,
+        tool: String,
+        arguments: JsonObject,
+    ) -> Result<CallReply, CallFailure> {
+        self.refresh_if_changed().await;
+        let withdrawn = self
+            .listed
+            .lock()
+            .map(|listed| !listed.contains(&tool))
+            .unwrap_or(false);
+        if withdrawn {
+            return Err(CallFailure::Withdrawn(format!(
+                "MCP server `{}` no longer offers `{tool}`: its tool list changed during the run (the new list is offered from the next run)",
+                self.name
+            )));
+        }
+        let peer = self.live_peer().await?;
+        let token = self.handler.new_token();
+        let mut params = CallToolRequestParams::new(tool).with_arguments(arguments);
+        params.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
+            NumberOrString::Number(token),
+        )));
+        let outcome = tokio::time::timeout(self.timeout, peer.call_tool(params)).await;
+        let progress = self.handler.take_progress(token);
+        match outcome {
+            Ok(Ok(result)) => Ok(CallReply { result, progress }),
+            Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Rpc(e.message.to_string())),
+            Ok(Err(e)) => {
+                let note = self.recover().await;
+                Err(CallFailure::Broken(with_stderr(
+                    format!("the connection to the server broke ({e}); {note}"),
+                    self.connector.as_ref(),
+                )))
+            }
+            Err(_) => {
+                let note = self.recover().await;
+                Err(CallFailure::Hung(format!(
+                    "no answer within {} ms; {note}",
+                    self.timeout.as_millis()
+                )))
+            }
+        }
+    }
+
+    /// The live connection's peer; a connection found closed (the server
+    /// died between calls) is replaced first, if the restart is unused.
+    async fn live_peer(&self) -> Result<rmcp::Peer<RoleClient>, CallFailure> {
+        {
+            let state = self.state.lock().await;
+            match &*state {
+                State::Live(c) if !c.service.is_closed() => return Ok(c.service.peer().clone()),
+                State::Down(reason) => return Err(CallFailure::Unavailable(reason.clone())),
+                State::Live(_) => {}
+            }
+        }
+        let note = self.recover().await;
+        let state = self.state.lock().await;
+        match &*state {
+            State::Live(c) if !c.service.is_closed() => Ok(c.service.peer().clone()),
+            _ => Err(CallFailure::Unavailable(format!(
+                "the server had stopped; {note}"
+            ))),
+        }
+    }
+
+    /// Stop the current connection and start a new one, once per server.
+    /// Says what happened, for the failure message.
+    async fn recover(&self) -> String {
+        let mut state = self.state.lock().await;
+        // Dropping the connection kills the process group.
+        *state = State::Down(String::new());
+        if self.restarted.swap(true, Ordering::SeqCst) {
+            let reason = format!(
+                "MCP server `{}` failed again after its restart and stays stopped",
+                self.name
+            );
+            *state = State::Down(reason);
+            return "it failed before and was not restarted again".to_string();
+        }
+        match bounded(self.timeout, self.connector.connect(self.handler.clone())).await {
+            Ok(connection) => {
+                *state = State::Live(connection);
+                "the server was restarted; the call was not repeated".to_string()
+            }
+            Err(e) => {
+                let reason = format!("MCP server `{}` could not be restarted: {e}", self.name);
+                *state = State::Down(reason);
+                format!("restarting it failed: {e}")
+            }
+        }
+    }
+}
+
+async fn bounded(
+    timeout: Duration,
+    connect: impl std::future::Future<Output = Result<McpConnection, String>>,
+) -> Result<McpConnection, String> {
+    tokio::time::timeout(timeout, connect)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the server did not complete the handshake within {} ms",
+                timeout.as_millis()
+            ))
+        })
+}
+
+fn with_stderr(message: String, connector: &dyn McpConnector) -> String {
+    let tail = connector.stderr_tail();
+    if tail.is_empty() {
+        message
+    } else {
+        format!("{message} (stderr: {tail})")
+    }
+}
+
+/// A failure in words, for the model and for notices.
+pub fn describe(failure: &CallFailure) -> String {
+    match failure {
+        CallFailure::Rpc(m) => format!("the server answered with an error: {m}"),
+        CallFailure::Hung(m)
+        | CallFailure::Broken(m)
+        | CallFailure::Unavailable(m)
+        | CallFailure::Withdrawn(m) => m.clone(),
+    }
+}
