@@ -288,6 +288,7 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
             &reset_point.prefix_hash_before[..reset_point.prefix_hash_before.len().min(12)],
             &reset_point.prefix_hash_after[..reset_point.prefix_hash_after.len().min(12)]
         ),
+        TraceRecord::Grounding { step, grounding } => grounding_lines(*step, grounding),
         TraceRecord::Terminal {
             state,
             reason,
@@ -312,6 +313,44 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
             one_line(reason, 240)
         ),
     })
+}
+
+/// The mapping of an answer's checkable values to where they were found.
+fn grounding_lines(step: u32, g: &attest_protocol::Grounding) -> String {
+    let mut out = format!(
+        "  grounding of the answer at step {step}: {} value(s), evidence used: {}",
+        g.values.len(),
+        if g.evidence_used { "yes" } else { "no" }
+    );
+    for v in &g.values {
+        let mut found = Vec::new();
+        if !v.call_ids.is_empty() {
+            found.push(format!("output of {}", v.call_ids.join(", ")));
+        }
+        if !v.session_call_ids.is_empty() {
+            found.push(format!(
+                "earlier output of {}",
+                v.session_call_ids.join(", ")
+            ));
+        }
+        if v.in_prompt {
+            found.push("the prompt".to_string());
+        }
+        if v.tool_name {
+            found.push("a tool name".to_string());
+        }
+        let found = if found.is_empty() {
+            "UNGROUNDED".to_string()
+        } else {
+            found.join("; ")
+        };
+        out.push_str(&format!(
+            "\n    {} `{}` ← {found}",
+            v.kind.as_str(),
+            one_line(&v.label(), 80)
+        ));
+    }
+    out
 }
 
 fn event_line(body: &EventBody) -> Option<String> {
@@ -345,6 +384,9 @@ fn event_line(body: &EventBody) -> Option<String> {
         }
         EventBody::CorrectiveInjected { missing, .. } => {
             format!("  corrective turn: missing {missing}")
+        }
+        EventBody::ContinuationRequested { finish_reason, .. } => {
+            format!("  continuation requested: the answer was cut off ({finish_reason})")
         }
         EventBody::ProtocolError { kind, detail, .. } => {
             format!("  protocol error {kind:?}: {detail}")

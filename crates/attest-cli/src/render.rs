@@ -186,6 +186,10 @@ impl HumanRenderer {
             EventBody::CorrectiveInjected { missing, .. } => {
                 writeln!(err, "  ↻ corrective turn: missing {missing}")
             }
+            EventBody::ContinuationRequested { finish_reason, .. } => writeln!(
+                err,
+                "  ↻ the answer was cut off ({finish_reason}); asked once to continue"
+            ),
             EventBody::ProtocolError { kind, detail, .. } => {
                 writeln!(err, "  ! protocol error ({kind:?}): {detail}")
             }
@@ -214,8 +218,13 @@ impl HumanRenderer {
                 answer,
                 basis,
                 steps,
+                grounding,
+                receipts,
                 ..
             } => {
+                if let Some(g) = grounding {
+                    let _ = write!(err, "{}", grounding_marks(g, !receipts.is_empty()));
+                }
                 let _ = writeln!(
                     err,
                     "attest: {state} ({reason}) after {steps} step(s): {basis}\nattest: details: attest trace {}",
@@ -232,6 +241,30 @@ impl HumanRenderer {
             }
         };
     }
+}
+
+/// The human marks of an answer's grounding (SPEC A9): its ungrounded
+/// values, and a warning when tools ran but the answer uses none of their
+/// output.
+pub fn grounding_marks(g: &attest_protocol::Grounding, tools_ran: bool) -> String {
+    let mut out = String::new();
+    if !g.ungrounded.is_empty() {
+        let values: Vec<String> = g
+            .ungrounded
+            .iter()
+            .map(|v| format!("`{}`", terminal_safe(v)))
+            .collect();
+        out.push_str(&format!(
+            "attest: ungrounded in the answer (no tool output, prompt or earlier evidence shows it): {}\n",
+            values.join(", ")
+        ));
+    }
+    if !g.evidence_used && tools_ran {
+        out.push_str(
+            "attest: warning: the answer uses no value from any tool output; it is not backed by what the tools returned\n",
+        );
+    }
+    out
 }
 
 /// Model text without control characters (other than newline and tab):

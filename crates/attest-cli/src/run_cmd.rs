@@ -102,6 +102,9 @@ async fn start_resume(args: ResumeArgs) -> Result<u8> {
     }
     let stored: RunSettings = serde_json::from_value(record.settings.clone())
         .context("the run's stored settings are unreadable; pass --provider and --model")?;
+    if let Some(why) = weakening_flag(&args.engine, &stored) {
+        bail!("run {}: {why}", record.id);
+    }
     let prepared = prepare(&args.engine.clone().with_defaults_from(&stored))?;
     let mut output = Output::new(prepared.json, prepared.provider_label());
     let mut observer = |e: &attest_protocol::Event| output.on_event(e);
@@ -110,6 +113,56 @@ async fn start_resume(args: ResumeArgs) -> Result<u8> {
         .resume(&record.id, &mut observer, cancel_on_ctrl_c())
         .await;
     exit_code(result)
+}
+
+/// A resume keeps the run's contract, approval mode and limits (SPEC A10):
+/// a flag may repeat or tighten them, never loosen them. Says which flag
+/// would, and what the run has.
+fn weakening_flag(args: &EngineArgs, stored: &RunSettings) -> Option<String> {
+    let kept = "a resumed run keeps the contract, approval mode and limits it started with";
+    if let Some(kind) = args.expect.filter(|k| *k != stored.contract.kind) {
+        return Some(format!(
+            "--expect {kind} would change its contract `{}`; {kept}",
+            stored.contract.kind
+        ));
+    }
+    let dropped: Vec<&str> = (stored.contract.required_tools.iter())
+        .filter(|t| !args.require_tool.is_empty() && !args.require_tool.contains(t))
+        .map(String::as_str)
+        .collect();
+    if !dropped.is_empty() {
+        return Some(format!(
+            "--require-tool leaves out required tool(s) {}; {kept}",
+            dropped.join(", ")
+        ));
+    }
+    if args.approval == Some(attest::ApprovalMode::Allow)
+        && stored.approval == attest::ApprovalMode::Deny
+    {
+        return Some(format!(
+            "--approval allow would approve what the run denies (it started with --approval deny); {kept}"
+        ));
+    }
+    if let Some(n) = args.max_steps.filter(|n| *n > stored.max_steps) {
+        return Some(format!(
+            "--max-steps {n} exceeds its limit of {}; {kept}",
+            stored.max_steps
+        ));
+    }
+    if let Some(n) = args.max_corrections.filter(|n| *n > stored.max_corrections) {
+        return Some(format!(
+            "--max-corrections {n} exceeds its limit of {}; {kept}",
+            stored.max_corrections
+        ));
+    }
+    if let (Some(t), Some(limit)) = (args.timeout, stored.timeout_secs) {
+        if t > limit {
+            return Some(format!(
+                "--timeout {t} exceeds its limit of {limit} s; {kept}"
+            ));
+        }
+    }
+    None
 }
 
 fn cancel_on_ctrl_c() -> CancellationToken {

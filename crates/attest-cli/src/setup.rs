@@ -76,6 +76,12 @@ pub struct EngineArgs {
     /// Corrective turns when required evidence is missing.
     #[arg(long)]
     pub max_corrections: Option<u32>,
+    /// End the run `unverified` (`ungrounded_claim`) when the answer names a
+    /// value that no tool output, the prompt or earlier evidence shows, or
+    /// uses no tool output at all; one corrective turn first (config:
+    /// `[run] require_grounding = true`).
+    #[arg(long)]
+    pub require_grounding: bool,
     /// Stream responses (default).
     #[arg(long, overrides_with = "no_stream")]
     pub stream: bool,
@@ -127,6 +133,7 @@ impl EngineArgs {
         }
         self.max_steps = self.max_steps.or(Some(s.max_steps));
         self.max_corrections = self.max_corrections.or(Some(s.max_corrections));
+        self.require_grounding |= s.require_grounding;
         if !self.stream && !self.no_stream {
             self.stream = s.stream;
             self.no_stream = !s.stream;
@@ -300,6 +307,9 @@ pub fn prepare_loaded(
     }
     if let Some(n) = args.max_corrections {
         builder = builder.max_corrections(n);
+    }
+    if args.require_grounding {
+        builder = builder.require_grounding(true);
     }
     if args.no_stream {
         builder = builder.stream(false);

@@ -42,7 +42,7 @@ async fn layers_follow_spec_order_and_skill_bodies_load_only_on_demand() {
             vec![Turn::calls("", vec![skill]), Turn::text("Run make ship.")],
         )
         .await;
-        let r = run_attest(&model, &ws, &["--expect", "observe", "How do I deploy?"]).await;
+        let r = run_attest(&model, &ws, &["How do I deploy?"]).await;
         model.assert_valid();
         model.assert_stable_prefix();
         assert_eq!(r.state(), "completed", "{}", r.describe());

@@ -98,7 +98,7 @@ async fn an_unverified_answer_is_not_replayed_as_fact_in_the_next_turn() {
     )
     .await;
     ws.append_config(
-        "[[tools]]\nname = \"send_report\"\ndescription = \"Send\"\neffect = \"deliver\"\ncommand = [\"true\"]\n",
+        "[[tools]]\nname = \"send_report\"\ndescription = \"Send\"\neffect = \"deliver\"\ncommand = [\"true\"]\nevidence = \"/message_id\"\n",
     );
     let r1 = run_attest(
         &model,

@@ -27,8 +27,8 @@ impl From<&Receipt> for Attempt {
 }
 
 impl Attempt {
-    fn satisfies(&self) -> bool {
-        self.status == ReceiptStatus::Ok && self.verification == VerificationStatus::Verified
+    fn succeeded_with(&self, verification: VerificationStatus) -> bool {
+        self.status == ReceiptStatus::Ok && self.verification == verification
     }
 }
 
@@ -59,8 +59,18 @@ impl Requirement<'_> {
     fn matches(&self, contract: &CompletionContract, a: &Attempt) -> bool {
         match self {
             Requirement::Effect(_) => contract.effect_counts(a.effect),
-            Requirement::Tool(name) => a.tool_name == *name,
+            // The harness's own tools prove nothing, even when named.
+            Requirement::Tool(name) => a.tool_name == *name && a.effect != EffectClass::Internal,
         }
+    }
+
+    /// A relevant attempt meets the requirement when it succeeded with its
+    /// evidence; a mutating call that changed nothing (`no_effect`) still
+    /// observed, so it counts for `observe` and for nothing else.
+    fn satisfied_by(&self, a: &Attempt) -> bool {
+        a.succeeded_with(VerificationStatus::Verified)
+            || (matches!(self, Requirement::Effect(ContractKind::Observe))
+                && a.succeeded_with(VerificationStatus::NoEffect))
     }
 
     fn describe(&self) -> String {
@@ -101,10 +111,10 @@ pub fn judge(contract: &CompletionContract, attempts: &[Attempt]) -> Judgement {
             .iter()
             .filter(|a| req.matches(contract, a))
             .collect();
-        if relevant.iter().any(|a| a.satisfies()) {
+        if relevant.iter().any(|a| req.satisfied_by(a)) {
             continue;
         }
-        let missing = req.describe();
+        let mut missing = req.describe();
         if relevant.iter().any(|a| {
             a.status == ReceiptStatus::Ok && a.verification == VerificationStatus::MissingEvidence
         }) {
@@ -136,6 +146,16 @@ pub fn judge(contract: &CompletionContract, attempts: &[Attempt]) -> Judgement {
                     denied.tool_name
                 ),
             };
+        }
+        if let Some(idle) = relevant
+            .iter()
+            .find(|a| a.succeeded_with(VerificationStatus::NoEffect))
+        {
+            // Worth a corrective turn: the model may not know it changed nothing.
+            missing.push_str(&format!(
+                " (`{}` ran but changed nothing: no_effect)",
+                idle.tool_name
+            ));
         }
         unattempted.push(missing);
     }
@@ -241,6 +261,47 @@ mod tests {
             judge(&contract(ContractKind::Observe), &[bad]),
             Judgement::NoAttempt { .. }
         ));
+    }
+
+    #[test]
+    fn no_effect_satisfies_observe_but_no_mutate_contract() {
+        let mut idle = attempt("shell", EffectClass::Mutate, ReceiptStatus::Ok);
+        idle.verification = VerificationStatus::NoEffect;
+        assert_eq!(
+            judge(
+                &contract(ContractKind::Observe),
+                std::slice::from_ref(&idle)
+            ),
+            Judgement::Satisfied
+        );
+        match judge(&contract(ContractKind::Mutate), std::slice::from_ref(&idle)) {
+            Judgement::NoAttempt { missing } => assert!(missing.contains("no_effect"), "{missing}"),
+            other => panic!("unexpected {other:?}"),
+        }
+        let mut c = contract(ContractKind::Answer);
+        c.required_tools = vec!["shell".into()];
+        assert!(matches!(judge(&c, &[idle]), Judgement::NoAttempt { .. }));
+    }
+
+    #[test]
+    fn internal_tools_satisfy_no_contract_even_when_required() {
+        let search = attempt("tool_search", EffectClass::Internal, ReceiptStatus::Ok);
+        for kind in [
+            ContractKind::Observe,
+            ContractKind::Mutate,
+            ContractKind::Deliver,
+        ] {
+            assert!(
+                matches!(
+                    judge(&contract(kind), std::slice::from_ref(&search)),
+                    Judgement::NoAttempt { .. }
+                ),
+                "{kind}"
+            );
+        }
+        let mut c = contract(ContractKind::Answer);
+        c.required_tools = vec!["tool_search".into()];
+        assert!(matches!(judge(&c, &[search]), Judgement::NoAttempt { .. }));
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub mod doom_loop;
 mod engine;
 pub mod failure;
 mod forgery;
+pub mod grounding;
+mod harness_echo;
 mod judge;
 mod log;
 pub mod memory;

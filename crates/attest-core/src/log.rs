@@ -28,6 +28,13 @@ pub enum LogError {
 /// Append-only sink for a run's entries.
 pub trait RunLog: Send {
     fn append(&mut self, entry: &LogEntry) -> Result<(), LogError>;
+
+    /// Append entries that stand or fall together (a run's terminal item
+    /// and its `done` event): a durable log writes them in one
+    /// transaction. The default appends them in order.
+    fn append_all(&mut self, entries: &[LogEntry]) -> Result<(), LogError> {
+        entries.iter().try_for_each(|e| self.append(e))
+    }
 }
 
 /// Keeps entries in memory (library use and tests).

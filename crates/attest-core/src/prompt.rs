@@ -2,7 +2,7 @@
 //! so traces before and after can be told apart (SPEC B5).
 
 /// Version of the base prompt and the harness messages below.
-pub const PROMPT_VERSION: &str = "prompt-2026.11.3";
+pub const PROMPT_VERSION: &str = "prompt-2026.12.1";
 
 /// The base invariant prompt (SPEC D2). Not overridable by workspace files.
 const BASE_PROMPT: &str = "\
@@ -27,6 +27,11 @@ pub const PROTOCOL_PLACEHOLDER: &str = "[attest] Your previous response broke th
 /// First line of every corrective turn (SPEC A4).
 pub const CORRECTIVE_PREFIX: &str = "[attest] Evidence check:";
 
+/// Sent once when the final answer was cut off by the output token limit.
+pub const CONTINUATION_MESSAGE: &str =
+    "[attest] Your answer was cut off by the output token limit. \
+Continue it exactly where it stopped, without repeating what you already wrote.";
+
 /// A corrective user message naming the missing evidence and, when known,
 /// the exact syntax of a call under the active protocol
 /// (`ModelProvider::call_syntax`).
@@ -49,5 +54,37 @@ pub fn corrective_message(
     format!(
         "{CORRECTIVE_PREFIX} this task requires {missing}, and no tool call has produced it ({tools}). \
 Call the appropriate tool now{how}, or say plainly that you cannot. Do not claim results you have not obtained from a tool."
+    )
+}
+
+/// First line of the one corrective turn `require_grounding` allows (SPEC A9).
+pub const GROUNDING_PREFIX: &str = "[attest] Grounding check:";
+
+/// A corrective turn naming the answer's ungrounded values, or saying that
+/// it used no tool output at all.
+pub fn grounding_corrective(ungrounded: &[String]) -> String {
+    if ungrounded.is_empty() {
+        return format!(
+            "{GROUNDING_PREFIX} your answer uses no value from the tool results of this run. \
+Answer the request from what the tools returned, naming the values they showed, or say plainly that you could not find it."
+        );
+    }
+    let values: Vec<String> = ungrounded.iter().map(|v| format!("`{v}`")).collect();
+    format!(
+        "{GROUNDING_PREFIX} your answer names {} that no tool output of this run, the user's request or earlier evidence shows. \
+Check them with a tool call and answer from its result, or say plainly that they are not verified.",
+        values.join(", ")
+    )
+}
+
+/// First line of the corrective turn after a response that repeated the
+/// harness's own text instead of answering (issue 12, hole 7).
+pub const OWN_ANSWER_PREFIX: &str = "[attest] Answer check:";
+
+/// The corrective turn after a response that repeated harness text.
+pub fn own_answer_corrective() -> String {
+    format!(
+        "{OWN_ANSWER_PREFIX} your last response repeated text the harness wrote (its reference data or its messages) instead of answering. \
+Answer the user's request in your own words, from the tool results."
     )
 }

@@ -31,8 +31,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!();
     println!("{}", g.text);
     eprintln!(
-        "finish {:?}; prompt {} tok in {:?} ({:.1} tok/s); gen {} tok in {:?} ({:.1} tok/s)",
+        "finish {:?}; load {:.3} s; prompt {} tok in {:?} ({:.1} tok/s); gen {} tok in {:?} ({:.1} tok/s)",
         g.finish,
+        m.load_time.as_secs_f64(),
         g.evaluated_tokens,
         g.prompt_time,
         g.prompt_tps(),

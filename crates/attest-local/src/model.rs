@@ -338,7 +338,7 @@ impl Model {
             context_limit,
             vocab_size,
         };
-        Ok(Model {
+        let model = Model {
             cfg,
             embed,
             layers,
@@ -354,7 +354,40 @@ impl Model {
             capacity: 0,
             len: 0,
             device,
-        })
+        };
+        model.prepare_prompt_weights().map_err(bad)?;
+        Ok(model)
+    }
+
+    /// Runs each weight's prompt-path matmul once, on zeros, all weights at
+    /// once on the current rayon pool. candle converts a quantized weight
+    /// into its batched-kernel layout the first time a multi-row matmul
+    /// meets it, one weight after another on one thread; left to the first
+    /// prompt, that conversion is most of a cold start. Done here, it runs
+    /// on every thread of the pool and the first prompt finds it done. The
+    /// shapes are the ones the prompt path uses (several rows per layer
+    /// weight, one row for the output head), so nothing is converted that
+    /// a prompt would not convert anyway.
+    fn prepare_prompt_weights(&self) -> std::result::Result<(), String> {
+        use rayon::prelude::*;
+        let mut jobs: Vec<(&QMatMul, usize)> = Vec::with_capacity(self.layers.len() * 7 + 1);
+        for l in &self.layers {
+            for m in [&l.mq, &l.mk, &l.mv, &l.wo, &l.mgate, &l.mup, &l.down] {
+                jobs.push((m, 2));
+            }
+        }
+        jobs.push((&self.output, 1));
+        jobs.into_par_iter()
+            .try_for_each(|(m, rows)| -> std::result::Result<(), String> {
+                let k = match m {
+                    QMatMul::QTensor(t) => t.shape().dims2().map_err(|e| e.to_string())?.1,
+                    // Dense weights have nothing to convert.
+                    _ => return Ok(()),
+                };
+                let zeros = Tensor::zeros((1, rows, k), DType::F32, &Device::Cpu)
+                    .map_err(|e| e.to_string())?;
+                catch(|| m.forward(&zeros).map(drop).map_err(|e| e.to_string()))
+            })
     }
 
     pub fn config(&self) -> &ModelConfig {

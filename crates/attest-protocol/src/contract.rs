@@ -12,6 +12,9 @@ pub enum EffectClass {
     Mutate,
     /// Sends something outside (a message, a publication, an external write).
     Deliver,
+    /// The harness's own bookkeeping (`tool_search`, `history`, `skill`):
+    /// proves nothing about the world, so it satisfies no contract.
+    Internal,
 }
 
 impl EffectClass {
@@ -20,6 +23,7 @@ impl EffectClass {
             EffectClass::Observe => "observe",
             EffectClass::Mutate => "mutate",
             EffectClass::Deliver => "deliver",
+            EffectClass::Internal => "internal",
         }
     }
 }
@@ -126,7 +130,8 @@ impl CompletionContract {
 
     /// Whether a receipt of a tool with `effect` counts toward this contract's
     /// effect requirement. Mutating tools (a shell command) also observe, so
-    /// they count for `observe`; `deliver` needs a deliver tool.
+    /// they count for `observe`; `deliver` needs a deliver tool; the
+    /// harness's own (`internal`) tools count for nothing.
     pub fn effect_counts(&self, effect: EffectClass) -> bool {
         match self.kind {
             ContractKind::Answer => false,

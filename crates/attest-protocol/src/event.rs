@@ -1,6 +1,6 @@
 use crate::{
-    CacheResetPoint, CompletionContract, EffectClass, Receipt, ReceiptStatus, TerminalReason,
-    TerminalState,
+    CacheResetPoint, CompletionContract, EffectClass, Grounding, Receipt, ReceiptStatus,
+    TerminalReason, TerminalState,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -57,6 +57,21 @@ pub struct Event {
     pub body: EventBody,
 }
 
+/// What a resumed run keeps from its start (SPEC A10): `attest resume`
+/// refuses a flag that would weaken any of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumedWith {
+    pub contract: CompletionContract,
+    pub max_steps: u32,
+    pub max_corrections: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    /// How `ask` permissions are answered when nobody is asked (`deny`,
+    /// `allow`), when the front end says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventBody {
@@ -75,6 +90,10 @@ pub enum EventBody {
         trace_id: String,
         session_id: String,
         interrupted_calls: Vec<String>,
+        /// The stored contract and limits the run goes on under (absent in
+        /// logs of earlier versions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumed_with: Option<ResumedWith>,
     },
     /// Commentary the model wrote alongside tool calls, or (with `delta`)
     /// a piece of the model's response as it is generated. Never a
@@ -131,6 +150,13 @@ pub enum EventBody {
         missing: String,
         text: String,
     },
+    /// The answer was cut off by the output token limit (`finish_reason`
+    /// as the provider sent it): the model is asked once to continue it.
+    ContinuationRequested {
+        step: u32,
+        finish_reason: String,
+        text: String,
+    },
     ProtocolError {
         step: u32,
         kind: ProtocolErrorKind,
@@ -164,6 +190,10 @@ pub enum EventBody {
         /// Plain-language basis of the decision.
         basis: String,
         receipts: Vec<Receipt>,
+        /// How the answer's checkable values map to the evidence (SPEC A9);
+        /// absent when there is no answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grounding: Option<Grounding>,
         steps: u32,
         usage: Usage,
         loop_version: String,
@@ -191,6 +221,7 @@ impl EventBody {
             EventBody::ApprovalRequested { .. } => "approval_requested",
             EventBody::ApprovalResolved { .. } => "approval_resolved",
             EventBody::CorrectiveInjected { .. } => "corrective_injected",
+            EventBody::ContinuationRequested { .. } => "continuation_requested",
             EventBody::ProtocolError { .. } => "protocol_error",
             EventBody::ReminderInjected { .. } => "reminder_injected",
             EventBody::ProviderRetry { .. } => "provider_retry",

@@ -13,6 +13,7 @@
 mod contract;
 mod event;
 mod failure;
+mod grounding;
 mod log_entry;
 mod memory;
 mod receipt;
@@ -23,17 +24,18 @@ mod trace;
 mod transcript;
 
 pub use contract::{CompletionContract, ContractKind, EffectClass};
-pub use event::{Event, EventBody, ProtocolErrorKind, Usage};
+pub use event::{Event, EventBody, ProtocolErrorKind, ResumedWith, Usage};
 pub use failure::{
     Availability, DataImpact, DataQuality, DataSource, DataStatus, ErrorType, Freshness, HintCode,
     Provenance, RetrievalStatus, TaskType, ToolFailure,
 };
+pub use grounding::{CheckableKind, GroundedValue, Grounding};
 pub use log_entry::LogEntry;
 pub use memory::{
     ConflictPolicy, MemoryDecision, MemoryItem, MemoryKind, MemoryProvenance, MemorySourceRef,
     MemoryStatus,
 };
-pub use receipt::{Evidence, Receipt, ReceiptStatus, VerificationStatus};
+pub use receipt::{ChangeKind, Evidence, PathChange, Receipt, ReceiptStatus, VerificationStatus};
 pub use state::{
     AgentStateItem, CacheResetPoint, CacheResetReason, ConfidenceLevel, EvidenceType,
     StateItemType, StateStatus,
@@ -45,4 +47,4 @@ pub use transcript::{AssistantPhase, HarnessMessageKind, TranscriptItem};
 
 /// Version of the run loop's semantics. Bump when the loop's decisions change,
 /// so traces from before and after can be told apart (SPEC B5).
-pub const LOOP_VERSION: &str = "loop-2026.11.1";
+pub const LOOP_VERSION: &str = "loop-2026.12.1";

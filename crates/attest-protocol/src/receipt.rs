@@ -56,6 +56,31 @@ pub enum VerificationStatus {
     MissingEvidence,
     /// The call did not succeed; nothing to verify.
     NotApplicable,
+    /// A mutating call ran and succeeded but changed nothing (a file written
+    /// with the content it had, a command that created, modified and deleted
+    /// no workspace path). Satisfies no mutate contract.
+    NoEffect,
+}
+
+/// How a workspace path changed during a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Created,
+    Modified,
+    Deleted,
+}
+
+/// One workspace path a command created, modified or deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathChange {
+    /// Relative to the workspace root, `/`-separated.
+    pub path: String,
+    pub change: ChangeKind,
+    /// sha256 of the content after the call, for a created or modified
+    /// regular file small enough to hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// Evidence a receipt carries. Which fields are set depends on the tool.
@@ -79,6 +104,15 @@ pub struct Evidence {
     pub artifact_ref: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_count: Option<u64>,
+    /// The workspace paths a command created, modified or deleted, from a
+    /// metadata snapshot (size, mtime, ctime, inode) before and after it.
+    /// Present (maybe empty) only when a snapshot was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<Vec<PathChange>>,
+    /// True when the snapshot stopped at its entry limit: paths past it
+    /// were not compared, or more changes were found than are listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_truncated: Option<bool>,
 }
 
 /// An execution receipt (SPEC A3): written by the harness, never by the model.

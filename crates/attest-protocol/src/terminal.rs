@@ -58,6 +58,17 @@ pub enum TerminalReason {
     Timeout,
     /// The process running it stopped (crash, kill) before it ended.
     Interrupted,
+    /// The final answer was cut off by the output token limit, and so was
+    /// the one continuation asked for.
+    Truncated,
+    /// The provider withheld or stopped the answer (content filter, refusal).
+    ContentFilter,
+    /// Under `require_grounding`: the answer names values no receipt,
+    /// prompt or earlier evidence shows, or uses no evidence at all.
+    UngroundedClaim,
+    /// The model's final response repeated text the harness wrote (the
+    /// state tail, a corrective turn, a placeholder) instead of answering.
+    NoAnswer,
 }
 
 impl TerminalReason {
@@ -74,6 +85,10 @@ impl TerminalReason {
             TerminalReason::UserCancelled => "user_cancelled",
             TerminalReason::Timeout => "timeout",
             TerminalReason::Interrupted => "interrupted",
+            TerminalReason::Truncated => "truncated",
+            TerminalReason::ContentFilter => "content_filter",
+            TerminalReason::UngroundedClaim => "ungrounded_claim",
+            TerminalReason::NoAnswer => "no_answer",
         }
     }
 }

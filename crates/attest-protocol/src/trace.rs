@@ -1,5 +1,5 @@
 use crate::{
-    CacheResetPoint, MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind,
+    CacheResetPoint, Grounding, MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind,
     TerminalReason, TerminalState,
 };
 use serde::{Deserialize, Serialize};
@@ -98,6 +98,9 @@ pub enum TraceRecord {
         step: u32,
         reset_point: CacheResetPoint,
     },
+    /// How one candidate answer's checkable values map to the evidence
+    /// (SPEC A9), written each time an answer is judged.
+    Grounding { step: u32, grounding: Grounding },
     /// The terminal decision and its basis.
     Terminal {
         state: TerminalState,

@@ -21,6 +21,8 @@ pub enum HarnessMessageKind {
     ProtocolPlaceholder,
     /// A reminder (doom loop, budget).
     Reminder,
+    /// The one request to continue an answer cut off by the token limit.
+    Continuation,
     /// A real tool result rendered as `Observation: …` for a text-protocol
     /// (ReAct) model. Only built into requests from a `ToolResult`; the
     /// canonical transcript keeps the result itself (SPEC B1).

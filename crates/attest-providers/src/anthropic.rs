@@ -114,6 +114,7 @@ pub fn finish_kind(reason: Option<&str>) -> FinishKind {
         Some("end_turn") | Some("stop_sequence") => FinishKind::Stop,
         Some("tool_use") => FinishKind::ToolUse,
         Some("max_tokens") => FinishKind::Length,
+        Some("refusal") => FinishKind::ContentFilter,
         _ => FinishKind::Other,
     }
 }

@@ -114,6 +114,7 @@ pub fn finish_kind(reason: Option<&str>) -> FinishKind {
         Some("stop") => FinishKind::Stop,
         Some("tool_calls") | Some("function_call") => FinishKind::ToolUse,
         Some("length") => FinishKind::Length,
+        Some("content_filter") => FinishKind::ContentFilter,
         _ => FinishKind::Other,
     }
 }

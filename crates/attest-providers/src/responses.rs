@@ -264,7 +264,7 @@ fn finish_response(
                 .and_then(|d| str_field(d, "reason"));
             let finish = match reason {
                 Some("max_output_tokens") => FinishKind::Length,
-                // `content_filter` and anything new: as the chat provider's `content_filter`.
+                Some("content_filter") => FinishKind::ContentFilter,
                 _ => FinishKind::Other,
             };
             (finish, Some(reason.unwrap_or("incomplete").to_string()))

@@ -139,6 +139,7 @@ fn finish_kind(raw: &str) -> FinishKind {
         "stop" | "end_turn" | "stop_sequence" => FinishKind::Stop,
         "tool_calls" | "tool_use" => FinishKind::ToolUse,
         "length" | "max_tokens" => FinishKind::Length,
+        "content_filter" | "refusal" => FinishKind::ContentFilter,
         _ => FinishKind::Other,
     }
 }

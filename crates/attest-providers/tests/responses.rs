@@ -289,7 +289,7 @@ fn incomplete_responses_map_to_length_or_other() {
     );
 
     let r = responses::parse_response(&body("content_filter")).unwrap();
-    assert_eq!(r.finish, FinishKind::Other);
+    assert_eq!(r.finish, FinishKind::ContentFilter);
     assert_eq!(r.raw_finish_reason.as_deref(), Some("content_filter"));
 }
 

@@ -224,7 +224,7 @@ fn openai_finish_reasons() {
     for (raw, kind) in [
         ("stop", FinishKind::Stop),
         ("length", FinishKind::Length),
-        ("content_filter", FinishKind::Other),
+        ("content_filter", FinishKind::ContentFilter),
     ] {
         let body =
             json!({"choices": [{"message": {"content": "hi"}, "finish_reason": raw}]}).to_string();
@@ -359,7 +359,7 @@ fn anthropic_stop_reasons_and_errors() {
         ("end_turn", FinishKind::Stop),
         ("stop_sequence", FinishKind::Stop),
         ("max_tokens", FinishKind::Length),
-        ("refusal", FinishKind::Other),
+        ("refusal", FinishKind::ContentFilter),
     ] {
         let body = json!({"content": [], "stop_reason": raw}).to_string();
         assert_eq!(anthropic::parse_response(&body).unwrap().finish, kind);

@@ -59,6 +59,8 @@ pub enum StoreError {
     UnknownMemory(String),
     #[error("`{0}` matches several memory items; give more characters")]
     AmbiguousMemory(String),
+    #[error("run {run} was claimed by another process ({pid}) first")]
+    AlreadyClaimed { run: String, pid: u32 },
 }
 
 /// What a run store can do. Implemented by [`SqliteStore`]; a server backend
@@ -71,8 +73,13 @@ pub trait Store: Send {
     /// Append one log entry (one committed transaction). A `done` event also
     /// records the run's terminal state.
     fn append(&mut self, run_id: &str, entry: &LogEntry) -> Result<(), StoreError>;
-    /// Mark a run as owned by the calling process again (resume).
-    fn claim_run(&mut self, run_id: &str) -> Result<(), StoreError>;
+    /// Append several entries in one transaction: all of them or none (a
+    /// run's terminal item and its `done` event).
+    fn append_all(&mut self, run_id: &str, entries: &[LogEntry]) -> Result<(), StoreError>;
+    /// Mark a run as owned by the calling process again (resume), only if
+    /// it is still `running` under `seen_pid`, the owner the caller read:
+    /// [`StoreError::AlreadyClaimed`] when another process got there first.
+    fn claim_run(&mut self, run_id: &str, seen_pid: Option<u32>) -> Result<(), StoreError>;
     /// Find a run by id or unique id prefix.
     fn run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError>;
     /// Runs, newest first, optionally of one session.

@@ -181,12 +181,12 @@ impl SqliteStore {
         Ok(head)
     }
 
-    /// Inserts one entry in a transaction with its chain hash, moving the
-    /// run's head on only if it still is where this process saw it (so a
-    /// second writer cannot fork the chain unnoticed). Returns the new head,
-    /// or `None` when the head had moved and nothing was written.
+    /// Inserts one entry within `tx` with its chain hash, moving the run's
+    /// head on only if it still is where this process saw it (so a second
+    /// writer cannot fork the chain unnoticed). Returns the new head, or
+    /// `None` when the head had moved (the caller rolls back).
     fn insert_entry(
-        &self,
+        tx: &rusqlite::Transaction<'_>,
         run_id: &str,
         head: &Head,
         stored: &LogEntry,
@@ -197,7 +197,6 @@ impl SqliteStore {
         let hash = head
             .prev()
             .map(|prev| chain::link(prev, run_id, kind, name, body));
-        let tx = self.conn.unchecked_transaction()?;
         if let Some(hash) = &hash {
             let moved = tx.execute(
                 "UPDATE runs SET chain_head = ?2 WHERE id = ?1 AND chain_head IS ?3",
@@ -240,11 +239,35 @@ impl SqliteStore {
             }
             _ => {}
         }
-        tx.commit()?;
         Ok(Some(match hash {
             Some(h) => Head::Stored(h),
             None => Head::Legacy,
         }))
+    }
+
+    /// The form an entry is stored in: raw outputs move to the artifact
+    /// table and the log keeps a reference.
+    fn stored_form(&self, run_id: &str, entry: &LogEntry) -> Result<LogEntry, StoreError> {
+        Ok(match entry {
+            LogEntry::Trace {
+                trace: TraceRecord::RawOutput { step, raw },
+            } => LogEntry::Trace {
+                trace: TraceRecord::RawOutput {
+                    step: *step,
+                    raw: self.store_artifact(run_id, *step, "raw_output", raw)?,
+                },
+            },
+            LogEntry::Trace {
+                trace: TraceRecord::ProtocolViolation { step, kind, raw },
+            } => LogEntry::Trace {
+                trace: TraceRecord::ProtocolViolation {
+                    step: *step,
+                    kind: *kind,
+                    raw: self.store_artifact(run_id, *step, "protocol_violation", raw)?,
+                },
+            },
+            other => other.clone(),
+        })
     }
 
     fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
@@ -364,54 +387,72 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn claim_run(&mut self, run_id: &str) -> Result<(), StoreError> {
-        self.conn.execute(
-            "UPDATE runs SET pid = ?2, status = 'running', finished_at = NULL WHERE id = ?1",
-            params![run_id, std::process::id()],
+    fn claim_run(&mut self, run_id: &str, seen_pid: Option<u32>) -> Result<(), StoreError> {
+        // Compare-and-swap on the owner: of two processes that saw the same
+        // dead owner, only the first moves it.
+        let claimed = self.conn.execute(
+            "UPDATE runs SET pid = ?2, status = 'running', finished_at = NULL
+             WHERE id = ?1 AND status = 'running' AND pid IS ?3",
+            params![run_id, std::process::id(), seen_pid],
         )?;
+        if claimed == 0 {
+            let owner: Option<Option<u32>> = self
+                .conn
+                .query_row("SELECT pid FROM runs WHERE id = ?1", [run_id], |r| r.get(0))
+                .optional()?;
+            return match owner {
+                None => Err(StoreError::UnknownRun(run_id.to_string())),
+                Some(pid) => Err(StoreError::AlreadyClaimed {
+                    run: run_id.to_string(),
+                    pid: pid.unwrap_or(0),
+                }),
+            };
+        }
         Ok(())
     }
 
     fn append(&mut self, run_id: &str, entry: &LogEntry) -> Result<(), StoreError> {
-        if let LogEntry::Archive { item } = entry {
-            self.conn.execute(
-                "INSERT INTO archive (run_id, call_id, item, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![run_id, item.call_id(), serde_json::to_string(item)?, now()],
-            )?;
+        self.append_all(run_id, std::slice::from_ref(entry))
+    }
+
+    fn append_all(&mut self, run_id: &str, entries: &[LogEntry]) -> Result<(), StoreError> {
+        let mut prepared = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if let LogEntry::Archive { item } = entry {
+                self.conn.execute(
+                    "INSERT INTO archive (run_id, call_id, item, created_at) VALUES (?1, ?2, ?3, ?4)",
+                    params![run_id, item.call_id(), serde_json::to_string(item)?, now()],
+                )?;
+                continue;
+            }
+            let stored = self.stored_form(run_id, entry)?;
+            let (kind, name) = entry_type(&stored)?;
+            let body = serde_json::to_string(&stored)?;
+            prepared.push((stored, kind, name, body));
+        }
+        if prepared.is_empty() {
             return Ok(());
         }
-        // Raw outputs move to the artifact table; the log keeps a reference.
-        let stored = match entry {
-            LogEntry::Trace {
-                trace: TraceRecord::RawOutput { step, raw },
-            } => LogEntry::Trace {
-                trace: TraceRecord::RawOutput {
-                    step: *step,
-                    raw: self.store_artifact(run_id, *step, "raw_output", raw)?,
-                },
-            },
-            LogEntry::Trace {
-                trace: TraceRecord::ProtocolViolation { step, kind, raw },
-            } => LogEntry::Trace {
-                trace: TraceRecord::ProtocolViolation {
-                    step: *step,
-                    kind: *kind,
-                    raw: self.store_artifact(run_id, *step, "protocol_violation", raw)?,
-                },
-            },
-            other => other.clone(),
-        };
-        let (kind, name) = entry_type(&stored)?;
-        let body = serde_json::to_string(&stored)?;
         // Twice at most: when another writer moved the head, reread it.
         for _ in 0..2 {
-            let head = self.chain_head(run_id)?;
-            if let Some(new_head) =
-                self.insert_entry(run_id, &head, &stored, &kind, &name, &body)?
-            {
-                self.heads.insert(run_id.to_string(), new_head);
+            let mut head = self.chain_head(run_id)?;
+            let tx = self.conn.unchecked_transaction()?;
+            let mut linked = true;
+            for (stored, kind, name, body) in &prepared {
+                match Self::insert_entry(&tx, run_id, &head, stored, kind, name, body)? {
+                    Some(next) => head = next,
+                    None => {
+                        linked = false;
+                        break;
+                    }
+                }
+            }
+            if linked {
+                tx.commit()?;
+                self.heads.insert(run_id.to_string(), head);
                 return Ok(());
             }
+            drop(tx);
             self.heads.remove(run_id);
         }
         Err(StoreError::Corrupt(format!(

@@ -81,6 +81,7 @@ fn done_event_records_the_terminal_state_and_runs_resolve_by_prefix() {
             answer: Some("a".into()),
             basis: "b".into(),
             receipts: vec![],
+            grounding: None,
             steps: 2,
             usage: Usage::default(),
             loop_version: "l".into(),

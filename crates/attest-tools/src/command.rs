@@ -78,6 +78,12 @@ pub enum CommandToolError {
     InvalidEvidencePointer { name: String, pointer: String },
     #[error("tool `{name}`: `timeout_ms` must be greater than 0")]
     InvalidTimeout { name: String },
+    #[error(
+        "tool `{name}`: `effect = \"deliver\"` needs `evidence`, a JSON pointer to the value in its output that proves the delivery (e.g. \"/message_id\")"
+    )]
+    DeliverWithoutEvidence { name: String },
+    #[error("tool `{name}`: effect `internal` is reserved for the harness's own tools; use observe, mutate or deliver")]
+    ReservedEffect { name: String },
 }
 
 /// A tool backed by an external program.
@@ -119,6 +125,14 @@ impl CommandTool {
                 });
             }
         }
+        match (cfg.effect, &cfg.evidence) {
+            // A delivery that exits 0 proves nothing by itself (SPEC A3).
+            (EffectClass::Deliver, None) => {
+                return Err(CommandToolError::DeliverWithoutEvidence { name })
+            }
+            (EffectClass::Internal, _) => return Err(CommandToolError::ReservedEffect { name }),
+            _ => {}
+        }
         if cfg.timeout_ms == Some(0) {
             return Err(CommandToolError::InvalidTimeout { name });
         }
@@ -130,7 +144,7 @@ impl CommandTool {
         };
         let permission = cfg.permission.unwrap_or(match cfg.effect {
             EffectClass::Observe => Permission::Allow,
-            EffectClass::Mutate | EffectClass::Deliver => Permission::Ask,
+            EffectClass::Mutate | EffectClass::Deliver | EffectClass::Internal => Permission::Ask,
         });
         Ok(CommandTool {
             spec: ToolSpec {
@@ -205,7 +219,9 @@ impl Tool for CommandTool {
     fn data_source(&self) -> DataSource {
         match self.spec.effect {
             EffectClass::Deliver => DataSource::Delivery,
-            EffectClass::Observe | EffectClass::Mutate => DataSource::Command,
+            EffectClass::Observe | EffectClass::Mutate | EffectClass::Internal => {
+                DataSource::Command
+            }
         }
     }
 
@@ -397,6 +413,14 @@ mod tests {
             build_err(config(json!({"timeout_ms": 0}))),
             CommandToolError::InvalidTimeout { .. }
         ));
+        match build_err(config(json!({"evidence": null}))) {
+            CommandToolError::DeliverWithoutEvidence { name } => assert_eq!(name, "send"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(matches!(
+            build_err(config(json!({"effect": "internal"}))),
+            CommandToolError::ReservedEffect { .. }
+        ));
         let unknown: Result<CommandToolConfig, _> =
             serde_json::from_value(config(json!({"evidnce": "/x"})));
         assert!(unknown.is_err(), "unknown fields must be rejected");
@@ -452,7 +476,7 @@ mod tests {
         let ctx = f.ctx.clone();
         let confined = f
             .tool(config(
-                json!({"command": ["./bin/write.sh"], "evidence": null}),
+                json!({"command": ["./bin/write.sh"], "evidence": null, "effect": "mutate"}),
             ))
             .with_sandbox(sandbox.clone());
         assert!(confined.sandboxed());
@@ -461,7 +485,7 @@ mod tests {
         assert!(!target.exists(), "a sandboxed command tool wrote outside");
         let free = f
             .tool(config(
-                json!({"command": ["./bin/write.sh"], "evidence": null, "sandbox": false}),
+                json!({"command": ["./bin/write.sh"], "evidence": null, "effect": "mutate", "sandbox": false}),
             ))
             .with_sandbox(sandbox);
         assert!(!free.sandboxed());
@@ -591,6 +615,7 @@ mod tests {
         let f = fixture();
         let tool = f.tool(config(json!({
             "evidence": null,
+            "effect": "mutate",
             "command": ["sh", "-c", "head -c 50000 /dev/zero | tr '\\0' o"]
         })));
         let out = tool.execute(json!({}), &f.ctx).await;
@@ -631,6 +656,7 @@ mod tests {
         let f = fixture();
         let tool = f.tool(config(json!({
             "evidence": null,
+            "effect": "mutate",
             "command": ["python3", "-c", "import os, sys, json; a = json.load(sys.stdin); print(os.getcwd(), a['k'])"],
             "parameters": {"type": "object", "properties": {"k": {"type": "string"}}}
         })));

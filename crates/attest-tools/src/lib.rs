@@ -18,6 +18,7 @@ mod builtin;
 mod command;
 mod process;
 pub mod sandbox;
+mod snapshot;
 
 pub use builtin::builtin_tools;
 pub use command::{CommandTool, CommandToolConfig, CommandToolError};

@@ -67,6 +67,7 @@ struct RunDefaults {
     required_tools: Vec<String>,
     max_steps: Option<u32>,
     max_corrections: Option<u32>,
+    require_grounding: Option<bool>,
     stream: Option<bool>,
     stream_progress: Option<bool>,
     timeout: Option<Option<Duration>>,
@@ -336,6 +337,14 @@ impl EngineBuilder {
         self
     }
 
+    /// End a run `unverified` (`ungrounded_claim`) when its answer names a
+    /// value no tool output, prompt or earlier evidence shows (default no:
+    /// grounding is reported only).
+    pub fn require_grounding(mut self, on: bool) -> Self {
+        self.run.require_grounding = Some(on);
+        self
+    }
+
     /// Stream responses from the provider (default yes).
     pub fn stream(mut self, on: bool) -> Self {
         self.run.stream = Some(on);
@@ -433,11 +442,15 @@ impl EngineBuilder {
                 decided_by: "flag".into(),
             }),
         };
+        if self.approver.is_none() {
+            cfg.approval = Some(approval.as_str().to_string());
+        }
         let settings = RunSettings {
             provider: provider_spec.unwrap_or_default(),
             contract: cfg.contract.clone(),
             max_steps: cfg.max_steps,
             max_corrections: cfg.max_corrections,
+            require_grounding: cfg.require_grounding,
             stream: cfg.stream,
             approval,
             timeout_secs: cfg.timeout.map(|t| t.as_secs()),
@@ -656,6 +669,11 @@ impl EngineBuilder {
             .max_corrections
             .or(file.run.max_corrections)
             .unwrap_or(1);
+        cfg.require_grounding = self
+            .run
+            .require_grounding
+            .or(file.run.require_grounding)
+            .unwrap_or(false);
         cfg.stream = self.run.stream.or(file.run.stream).unwrap_or(true);
         cfg.stream_progress = self.run.stream_progress.unwrap_or(false);
         if let Some(t) = file.provider.max_tokens {

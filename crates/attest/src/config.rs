@@ -70,6 +70,8 @@ pub struct RunSection {
     pub expect: Option<String>,
     pub max_steps: Option<u32>,
     pub max_corrections: Option<u32>,
+    /// Ungrounded answers end `unverified` (SPEC A9; `--require-grounding`).
+    pub require_grounding: Option<bool>,
     pub stream: Option<bool>,
     pub timeout_secs: Option<u64>,
     /// Reasoning content: `strip` (default), `keep` or `budget`.

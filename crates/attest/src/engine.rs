@@ -340,11 +340,7 @@ impl Engine {
         }
         let mut cfg = self.config_for(&record);
         if let Ok(stored) = serde_json::from_value::<RunSettings>(record.settings.clone()) {
-            cfg.contract = stored.contract;
-            cfg.max_steps = stored.max_steps;
-            cfg.max_corrections = stored.max_corrections;
-            cfg.stream = stored.stream;
-            cfg.timeout = stored.timeout_secs.map(std::time::Duration::from_secs);
+            keep_stored(&mut cfg, stored);
         }
         cfg.prior_history = self
             .earlier_turns(&record.session_id, Some(&record.id))
@@ -353,7 +349,8 @@ impl Engine {
         let state = {
             let mut store = inner.store.lock();
             let state = resume_state(store.as_ref(), &record.id)?;
-            store.claim_run(&record.id)?;
+            // Of two resumes that saw the same dead owner, one proceeds.
+            store.claim_run(&record.id, record.pid)?;
             state
         };
         let mut log = StoreLog {
@@ -418,9 +415,13 @@ impl Engine {
         let cfg = self.config_for(run);
         let state = {
             let mut store = self.inner.store.lock();
-            let state = resume_state(store.as_ref(), &run.id)?;
-            store.claim_run(&run.id)?;
-            state
+            match store.claim_run(&run.id, run.pid) {
+                Ok(()) => {}
+                // Another process is closing or resuming it.
+                Err(attest_store::StoreError::AlreadyClaimed { .. }) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+            resume_state(store.as_ref(), &run.id)?
         };
         let mut log = StoreLog {
             store: self.inner.store.clone(),
@@ -522,4 +523,27 @@ impl Engine {
             Err(e) => (self.inner.notices)(&format!("memory not updated after this run: {e}")),
         }
     }
+}
+
+/// A resumed run keeps the contract and limits it was started with (SPEC
+/// A10); the engine's own settings can only tighten them: more required
+/// tools, fewer steps or corrective turns, a shorter time limit.
+fn keep_stored(cfg: &mut RunConfig, stored: RunSettings) {
+    let mut contract = stored.contract;
+    for tool in &cfg.contract.required_tools {
+        if !contract.required_tools.contains(tool) {
+            contract.required_tools.push(tool.clone());
+        }
+    }
+    cfg.contract = contract;
+    cfg.max_steps = cfg.max_steps.min(stored.max_steps);
+    cfg.max_corrections = cfg.max_corrections.min(stored.max_corrections);
+    // Grounding once required stays required.
+    cfg.require_grounding |= stored.require_grounding;
+    cfg.stream = stored.stream;
+    let stored_timeout = stored.timeout_secs.map(std::time::Duration::from_secs);
+    cfg.timeout = match (cfg.timeout, stored_timeout) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
 }

@@ -16,6 +16,15 @@ pub enum ApprovalMode {
     Allow,
 }
 
+impl ApprovalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Deny => "deny",
+            ApprovalMode::Allow => "allow",
+        }
+    }
+}
+
 impl FromStr for ApprovalMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -39,6 +48,9 @@ pub struct RunSettings {
     pub contract: CompletionContract,
     pub max_steps: u32,
     pub max_corrections: u32,
+    /// Absent in runs stored before grounding existed.
+    #[serde(default)]
+    pub require_grounding: bool,
     pub stream: bool,
     pub approval: ApprovalMode,
     pub timeout_secs: Option<u64>,

@@ -58,6 +58,13 @@ impl RunLog for StoreLog {
             .append(&self.run_id, entry)
             .map_err(|e| LogError::Store(e.to_string()))
     }
+
+    fn append_all(&mut self, entries: &[LogEntry]) -> Result<(), LogError> {
+        self.store
+            .lock()
+            .append_all(&self.run_id, entries)
+            .map_err(|e| LogError::Store(e.to_string()))
+    }
 }
 
 /// What the log of a run says so far, for resuming or closing it.
@@ -67,11 +74,15 @@ pub fn resume_state(store: &dyn Store, run_id: &str) -> Result<ResumeState, Stor
         items: Vec::new(),
         last_seq: 0,
         steps: 0,
+        done: false,
     };
     for entry in entries {
         match entry {
             LogEntry::Item { item } => state.items.push(item),
-            LogEntry::Event { event } => state.last_seq = state.last_seq.max(event.seq),
+            LogEntry::Event { event } => {
+                state.last_seq = state.last_seq.max(event.seq);
+                state.done |= matches!(event.body, attest_protocol::EventBody::Done { .. });
+            }
             LogEntry::Trace {
                 trace: TraceRecord::Request { step, .. },
             } => state.steps = state.steps.max(step),

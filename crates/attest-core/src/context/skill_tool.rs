@@ -309,7 +309,7 @@ impl SkillTool {
                 "Load the full instructions of a workspace skill from the skills catalog, by \
                  name. Load a skill that clearly matches the task before relying on its domain \
                  facts (URLs, commands, hosts).",
-                EffectClass::Observe,
+                EffectClass::Internal,
                 serde_json::json!({
                     "type": "object",
                     "properties": {
@@ -568,7 +568,7 @@ mod tests {
     fn spec_is_an_allowed_observation() {
         let tool = skill_tool();
         assert_eq!(tool.spec().name, "skill");
-        assert_eq!(tool.spec().effect, EffectClass::Observe);
+        assert_eq!(tool.spec().effect, EffectClass::Internal);
         assert_eq!(tool.default_permission(), Permission::Allow);
         assert!(jsonschema::validator_for(&tool.spec().parameters).is_ok());
     }

@@ -166,9 +166,13 @@ impl Run<'_> {
             }
         };
 
-        // An observe call identical to one that already succeeded is not run
-        // again: small models repeat reads instead of answering.
-        if prepared.effect == EffectClass::Observe {
+        // An observe (or internal) call identical to one that already
+        // succeeded is not run again: small models repeat reads instead of
+        // answering.
+        if matches!(
+            prepared.effect,
+            EffectClass::Observe | EffectClass::Internal
+        ) {
             if let Some(earlier) = self.earlier_success(&call.name, &prepared.input_fingerprint) {
                 let reason = format!(
                     "`{}` with these arguments already returned its result at call {earlier} (above); answer from that result instead of calling it again",

@@ -36,7 +36,7 @@ pub(super) fn history_spec() -> ToolSpec {
             "required": ["call_id"],
             "additionalProperties": false
         }),
-        effect: EffectClass::Observe,
+        effect: EffectClass::Internal,
     }
 }
 

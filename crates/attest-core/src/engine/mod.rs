@@ -73,6 +73,10 @@ pub struct RunConfig {
     pub max_steps: u32,
     /// Corrective turns allowed when required receipts are missing (SPEC A4).
     pub max_corrections: u32,
+    /// An ungrounded value in the answer (or no value from any tool output)
+    /// ends the run `unverified` (`ungrounded_claim`) after one corrective
+    /// turn (SPEC A9). Off: grounding is reported, never decisive.
+    pub require_grounding: bool,
     /// Protocol-breaking responses tolerated before the run fails.
     pub max_protocol_errors: u32,
     pub stream: bool,
@@ -110,6 +114,9 @@ pub struct RunConfig {
     /// With more tools than this, the rest are found through `tool_search`
     /// (SPEC D7); `None` offers every tool up front.
     pub defer_tools_after: Option<usize>,
+    /// How the front end answers `ask` when nobody is asked (`deny`,
+    /// `allow`), recorded in `run_resumed`; the approver decides.
+    pub approval: Option<String>,
 }
 
 /// How reasoning content ("thinking") is kept (SPEC D6). Reasoning text is
@@ -200,6 +207,7 @@ impl RunConfig {
             contract,
             max_steps: 20,
             max_corrections: 1,
+            require_grounding: false,
             max_protocol_errors: 3,
             stream: true,
             max_tokens: 4096,
@@ -216,6 +224,7 @@ impl RunConfig {
             reasoning: ReasoningPolicy::default(),
             force_compaction: false,
             defer_tools_after: Some(24),
+            approval: None,
         }
     }
 }
@@ -235,6 +244,8 @@ pub struct ResumeState {
     pub last_seq: u64,
     /// Model calls already made.
     pub steps: u32,
+    /// The log holds the run's `done` event: it ended.
+    pub done: bool,
 }
 
 /// How a run ended.
@@ -376,12 +387,10 @@ impl Engine {
     }
 }
 
+/// A run is over once its `done` is logged. A verdict without one (a
+/// crash in between) is closed by the run itself, with that verdict.
 fn ensure_not_ended(state: &ResumeState, cfg: &RunConfig) -> Result<(), EngineError> {
-    if state
-        .items
-        .iter()
-        .any(|i| matches!(i, TranscriptItem::Terminal { .. }))
-    {
+    if state.done {
         return Err(EngineError::AlreadyEnded(cfg.run_id.clone()));
     }
     Ok(())

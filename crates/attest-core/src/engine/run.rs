@@ -6,18 +6,23 @@ use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
 use super::{Engine, EngineError, RunConfig, RunOutcome};
 use crate::doom_loop::DoomLoopGuard;
+use crate::grounding::{ground, Evidence};
+use crate::harness_echo::repeats_harness_text;
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
-use crate::prompt::{base_system_prompt, corrective_message, PROTOCOL_PLACEHOLDER};
+use crate::prompt::{
+    base_system_prompt, corrective_message, grounding_corrective, own_answer_corrective,
+    CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
+};
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
-use crate::state::AgentState;
+use crate::state::{render_tail, AgentState, TailBudget};
 use crate::tool::{Tool, ToolRegistry};
 use attest_protocol::CompletionContract;
 use attest_protocol::{
-    AssistantPhase, Event, EventBody, HarnessMessageKind, ProtocolErrorKind, Receipt,
-    ReceiptStatus, TerminalReason, TerminalState, ToolSpec, TraceRecord, TranscriptItem, Usage,
-    LOOP_VERSION,
+    AssistantPhase, Event, EventBody, Grounding, HarnessMessageKind, ProtocolErrorKind, Receipt,
+    ReceiptStatus, ResumedWith, TerminalReason, TerminalState, ToolSpec, TraceRecord,
+    TranscriptItem, Usage, LOOP_VERSION,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -70,6 +75,10 @@ pub(super) struct Run<'a> {
     pub(super) pending_reminder: Option<(String, u32)>,
     pub(super) doom_stop: Option<String>,
     redactor: Redactor,
+    /// The one continuation of a cut-off answer was asked for.
+    continued: bool,
+    /// The cut-off text it continues.
+    partial_answer: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -103,6 +112,7 @@ impl<'a> Run<'a> {
         let mut receipts = Vec::new();
         let mut seen_call_ids = HashSet::new();
         let (mut corrections, mut protocol_errors, mut last_answer) = (0, 0, None);
+        let mut continued = false;
         for item in cfg.prior_history.iter().chain(&items) {
             if let TranscriptItem::ToolCall { call_id, .. } = item {
                 seen_call_ids.insert(call_id.clone());
@@ -114,9 +124,13 @@ impl<'a> Run<'a> {
                 TranscriptItem::ToolResult {
                     receipt: Some(r), ..
                 } => receipts.push(r.clone()),
-                TranscriptItem::HarnessMessage { kind, .. } => match kind {
-                    HarnessMessageKind::Corrective => corrections += 1,
+                TranscriptItem::HarnessMessage { kind, text } => match kind {
+                    // The grounding check has its own one turn.
+                    HarnessMessageKind::Corrective if !text.starts_with(GROUNDING_PREFIX) => {
+                        corrections += 1
+                    }
                     HarnessMessageKind::ProtocolPlaceholder => protocol_errors += 1,
+                    HarnessMessageKind::Continuation => continued = true,
                     _ => {}
                 },
                 TranscriptItem::AssistantOutput {
@@ -205,6 +219,8 @@ impl<'a> Run<'a> {
             pending_reminder: None,
             doom_stop: None,
             redactor: cfg.redactor.clone(),
+            continued,
+            partial_answer: None,
         }
     }
 
@@ -226,11 +242,15 @@ impl<'a> Run<'a> {
                 self.push(TranscriptItem::UserInput { text: prompt })?;
             }
             Start::Resume | Start::Close => {
+                if let Some(outcome) = self.close_judged()? {
+                    return Ok(outcome);
+                }
                 let pending = self.pending_calls();
                 self.emit(EventBody::RunResumed {
                     trace_id: self.trace_id.clone(),
                     session_id: self.cfg.session_id.clone(),
                     interrupted_calls: pending.iter().map(|c| c.id.clone()).collect(),
+                    resumed_with: Some(self.resumed_with()),
                 })?;
                 for call in &pending {
                     self.record_refusal(
@@ -331,6 +351,42 @@ impl<'a> Run<'a> {
                     format!("the provider signalled tool use (`{raw}`) but sent no parsable call"),
                 );
             }
+            // A withheld or cut-off answer is not an answer (SPEC B2).
+            if response.finish == FinishKind::ContentFilter {
+                let raw = response.raw_finish_reason.clone().unwrap_or_default();
+                return self.finish(
+                    TerminalState::Failed,
+                    TerminalReason::ContentFilter,
+                    format!("the provider withheld or stopped the answer (finish reason `{raw}`)"),
+                );
+            }
+            if response.finish == FinishKind::Length {
+                let raw = response.raw_finish_reason.clone().unwrap_or_default();
+                if self.continued {
+                    return self.finish(
+                        TerminalState::Incomplete,
+                        TerminalReason::Truncated,
+                        format!(
+                            "the answer was cut off by the output token limit (finish reason `{raw}`), again after one continuation"
+                        ),
+                    );
+                }
+                self.continued = true;
+                if !response.text.trim().is_empty() {
+                    let text = self.push_assistant(&response, AssistantPhase::Commentary)?;
+                    self.partial_answer = Some(text);
+                }
+                self.push(TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::Continuation,
+                    text: CONTINUATION_MESSAGE.to_string(),
+                })?;
+                self.emit(EventBody::ContinuationRequested {
+                    step,
+                    finish_reason: raw,
+                    text: CONTINUATION_MESSAGE.to_string(),
+                })?;
+                continue;
+            }
             if response.text.trim().is_empty() {
                 return self.finish(
                     TerminalState::Failed,
@@ -338,6 +394,14 @@ impl<'a> Run<'a> {
                     "the model returned neither text nor a tool call".to_string(),
                 );
             }
+            // A continued answer is the cut-off part and its continuation.
+            let response = match self.partial_answer.take() {
+                Some(head) => ModelResponse {
+                    text: format!("{head}{}", response.text),
+                    ..response
+                },
+                None => response,
+            };
             let text = self.push_assistant(&response, AssistantPhase::Answer)?;
             self.last_answer = Some(text);
             if let Some(outcome) = self.judge_answer(step)? {
@@ -386,12 +450,43 @@ impl<'a> Run<'a> {
     /// Judge the answer just logged. `Some` ends the run; `None` means a
     /// corrective turn was injected and the loop goes on.
     fn judge_answer(&mut self, step: u32) -> Result<Option<RunOutcome>, EngineError> {
+        let answer = self.last_answer.clone().unwrap_or_default();
+        if self.repeats_harness_text(&answer) {
+            // Not the model's answer (hole 7): treated like none.
+            self.last_answer = None;
+            return self.no_own_answer(step);
+        }
+        let (grounding, had_outputs) = self.grounding_of(&answer);
+        self.trace(TraceRecord::Grounding {
+            step,
+            grounding: grounding.clone(),
+        })?;
         let attempts: Vec<Attempt> = self.receipts.iter().map(Attempt::from).collect();
         let outcome = match judge(&self.cfg.contract, &attempts) {
-            Judgement::Satisfied => {
-                let basis = self.satisfied_basis();
-                self.finish(TerminalState::Completed, TerminalReason::ContractSatisfied, basis)?
-            }
+            Judgement::Satisfied => match self.grounding_problem(&grounding, had_outputs) {
+                None => {
+                    let basis = self.satisfied_basis();
+                    self.finish(TerminalState::Completed, TerminalReason::ContractSatisfied, basis)?
+                }
+                Some(problem) if !self.grounding_corrected() => {
+                    let text = grounding_corrective(&grounding.ungrounded);
+                    self.push(TranscriptItem::HarnessMessage {
+                        kind: HarnessMessageKind::Corrective,
+                        text: text.clone(),
+                    })?;
+                    self.emit(EventBody::CorrectiveInjected {
+                        step,
+                        missing: problem,
+                        text,
+                    })?;
+                    return Ok(None);
+                }
+                Some(problem) => self.finish(
+                    TerminalState::Unverified,
+                    TerminalReason::UngroundedClaim,
+                    format!("grounding is required and {problem}, after a corrective turn"),
+                )?,
+            },
             Judgement::NoAttempt { missing } if self.corrections < self.cfg.max_corrections => {
                 self.corrections += 1;
                 self.state.on_missing_evidence(&missing, &format!("step_{step}"));
@@ -418,6 +513,95 @@ impl<'a> Run<'a> {
             Judgement::End { state, reason, basis } => self.finish(state, reason, basis)?,
         };
         Ok(Some(outcome))
+    }
+
+    /// Grounding of `answer` in this run's calls, the session's earlier ones
+    /// and the user's prompts (SPEC A9); and whether this run has any call
+    /// output the answer could have used.
+    fn grounding_of(&self, answer: &str) -> (Grounding, bool) {
+        let tools = self.visible_tools();
+        let names = tools.iter().map(|t| t.name.as_str()).collect();
+        let evidence = Evidence::from_items(&self.items, &self.cfg.prior_history, names);
+        (ground(answer, &evidence), !evidence.run.is_empty())
+    }
+
+    /// Under `require_grounding`, what is wrong with the answer's grounding:
+    /// a value found nowhere, or no value from the outputs this run has.
+    fn grounding_problem(&self, grounding: &Grounding, had_outputs: bool) -> Option<String> {
+        if !self.cfg.require_grounding {
+            return None;
+        }
+        if !grounding.ungrounded.is_empty() {
+            let values: Vec<String> = grounding
+                .ungrounded
+                .iter()
+                .map(|v| format!("`{v}`"))
+                .collect();
+            return Some(format!(
+                "the answer names {} that no tool output, prompt or earlier evidence shows",
+                values.join(", ")
+            ));
+        }
+        (!grounding.evidence_used && had_outputs)
+            .then(|| "the answer uses no value from any tool output of the run".to_string())
+    }
+
+    /// The grounding check's one corrective turn has been spent.
+    fn grounding_corrected(&self) -> bool {
+        self.items.iter().any(|i| {
+            matches!(i, TranscriptItem::HarnessMessage { kind: HarnessMessageKind::Corrective, text }
+                if text.starts_with(GROUNDING_PREFIX))
+        })
+    }
+
+    /// Whether `answer` mostly repeats what the harness wrote to the model:
+    /// the state tail as last sent, its messages, its base prompt.
+    fn repeats_harness_text(&self, answer: &str) -> bool {
+        let tail = render_tail(&self.state, &TailBudget::default()).text;
+        let mut harness: Vec<&str> = vec![&tail, PROTOCOL_PLACEHOLDER, base_system_prompt()];
+        // What the harness only relays: the user's words, the model's arguments.
+        let mut relayed: Vec<&str> = Vec::new();
+        for item in self.cfg.prior_history.iter().chain(&self.items) {
+            match item {
+                TranscriptItem::HarnessMessage { text, .. } => harness.push(text),
+                TranscriptItem::UserInput { text } => relayed.push(text),
+                TranscriptItem::ToolCall { arguments, .. } => relayed.push(arguments),
+                _ => {}
+            }
+        }
+        if let Some((reminder, _)) = &self.pending_reminder {
+            harness.push(reminder);
+        }
+        repeats_harness_text(answer, &harness, &relayed)
+    }
+
+    /// A response that was no answer of the model's own: a corrective
+    /// turn while the budget lasts, then `unverified`.
+    fn no_own_answer(&mut self, step: u32) -> Result<Option<RunOutcome>, EngineError> {
+        if self.corrections < self.cfg.max_corrections {
+            self.corrections += 1;
+            let text = own_answer_corrective();
+            self.push(TranscriptItem::HarnessMessage {
+                kind: HarnessMessageKind::Corrective,
+                text: text.clone(),
+            })?;
+            self.emit(EventBody::CorrectiveInjected {
+                step,
+                missing: "an answer of the model's own (the response repeated harness text)"
+                    .to_string(),
+                text,
+            })?;
+            return Ok(None);
+        }
+        self.finish(
+            TerminalState::Unverified,
+            TerminalReason::NoAnswer,
+            format!(
+                "the model's final response repeated text the harness wrote instead of answering, after {} corrective turn(s)",
+                self.corrections
+            ),
+        )
+        .map(Some)
     }
 
     /// The tools offered: the registry's (less the deferred ones not yet
@@ -451,6 +635,44 @@ impl<'a> Run<'a> {
                 .lock()
                 .map(|a| a.contains(name))
                 .unwrap_or(false)
+    }
+
+    /// A run whose verdict was logged but whose `done` was not (a crash
+    /// in between, from a version that wrote them apart) is ended now with
+    /// that verdict instead of being run on.
+    fn close_judged(&mut self) -> Result<Option<RunOutcome>, EngineError> {
+        let Some((state, reason, answer)) = self.items.iter().rev().find_map(|i| match i {
+            TranscriptItem::Terminal {
+                state,
+                reason,
+                answer,
+            } => Some((*state, *reason, answer.clone())),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        self.emit(EventBody::RunResumed {
+            trace_id: self.trace_id.clone(),
+            session_id: self.cfg.session_id.clone(),
+            interrupted_calls: Vec::new(),
+            resumed_with: Some(self.resumed_with()),
+        })?;
+        self.last_answer = answer;
+        let basis = format!(
+            "the run had ended {state} ({reason}) but its done event was not written before its process stopped; written on reopening"
+        );
+        self.write_end(None, state, reason, basis).map(Some)
+    }
+
+    /// The contract and limits a resumed run goes on under.
+    fn resumed_with(&self) -> ResumedWith {
+        ResumedWith {
+            contract: self.cfg.contract.clone(),
+            max_steps: self.cfg.max_steps,
+            max_corrections: self.cfg.max_corrections,
+            timeout_secs: self.cfg.timeout.map(|t| t.as_secs()),
+            approval: self.cfg.approval.clone(),
+        }
     }
 
     /// Calls of this run that have no result yet (a crash mid-call).
@@ -529,35 +751,67 @@ impl<'a> Run<'a> {
         reason: TerminalReason,
         basis: String,
     ) -> Result<RunOutcome, EngineError> {
+        let terminal = TranscriptItem::Terminal {
+            state,
+            reason,
+            answer: self.last_answer.clone(),
+        };
+        self.write_end(Some(terminal), state, reason, basis)
+    }
+
+    /// The run's end: its terminal item (unless already logged), the
+    /// terminal trace, `final` when completed, and `done`.
+    fn write_end(
+        &mut self,
+        terminal: Option<TranscriptItem>,
+        state: TerminalState,
+        reason: TerminalReason,
+        basis: String,
+    ) -> Result<RunOutcome, EngineError> {
         let basis = self.redact(&basis);
         let answer = self.last_answer.clone();
-        self.push(TranscriptItem::Terminal {
-            state,
-            reason,
-            answer: answer.clone(),
-        })?;
-        self.trace(TraceRecord::Terminal {
-            state,
-            reason,
-            basis: basis.clone(),
-        })?;
+        let grounding = answer.as_deref().map(|a| self.grounding_of(a).0);
+        let mut bodies = Vec::new();
         if state == TerminalState::Completed {
-            self.emit(EventBody::Final {
+            bodies.push(EventBody::Final {
                 answer: answer.clone().unwrap_or_default(),
-            })?;
+            });
         }
-        self.emit(EventBody::Done {
+        bodies.push(EventBody::Done {
             trace_id: self.trace_id.clone(),
             state,
             reason,
             answer: answer.clone(),
             basis: basis.clone(),
             receipts: self.receipts.clone(),
+            grounding,
             steps: self.steps,
             usage: self.usage,
             loop_version: LOOP_VERSION.to_string(),
             prompt_version: self.engine.prompt_version(),
-        })?;
+        });
+        let events: Vec<Event> = bodies.into_iter().map(|b| self.sequenced(b)).collect();
+        // The verdict and its `done` stand or fall together (one
+        // transaction): a crash cannot leave a judged run without its end.
+        let mut entries: Vec<LogEntry> = terminal
+            .iter()
+            .map(|item| LogEntry::Item { item: item.clone() })
+            .collect();
+        entries.push(LogEntry::Trace {
+            trace: TraceRecord::Terminal {
+                state,
+                reason,
+                basis: basis.clone(),
+            },
+        });
+        entries.extend(events.iter().map(|event| LogEntry::Event {
+            event: event.clone(),
+        }));
+        self.log.append_all(&entries)?;
+        self.items.extend(terminal);
+        for event in &events {
+            (self.observer)(event);
+        }
         Ok(RunOutcome {
             run_id: self.cfg.run_id.clone(),
             trace_id: self.trace_id.clone(),
@@ -572,7 +826,17 @@ impl<'a> Run<'a> {
         })
     }
 
-    pub(super) fn emit(&mut self, mut body: EventBody) -> Result<(), EngineError> {
+    pub(super) fn emit(&mut self, body: EventBody) -> Result<(), EngineError> {
+        let event = self.sequenced(body);
+        self.log.append(&LogEntry::Event {
+            event: event.clone(),
+        })?;
+        (self.observer)(&event);
+        Ok(())
+    }
+
+    /// The next logged event: redacted, with the next `seq`.
+    fn sequenced(&mut self, mut body: EventBody) -> Event {
         // Free text that can quote the model or a provider goes through the
         // run's one redactor whatever built it (SPEC F8).
         match &mut body {
@@ -582,17 +846,12 @@ impl<'a> Run<'a> {
             _ => {}
         }
         self.seq += 1;
-        let event = Event {
+        Event {
             run_id: self.cfg.run_id.clone(),
             seq: self.seq,
             ts: chrono::Utc::now(),
             body,
-        };
-        self.log.append(&LogEntry::Event {
-            event: event.clone(),
-        })?;
-        (self.observer)(&event);
-        Ok(())
+        }
     }
 
     /// An event for the observer only, not the log (live token deltas):

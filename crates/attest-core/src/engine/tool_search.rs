@@ -42,7 +42,7 @@ pub(super) fn tool_search_spec(deferred: usize) -> ToolSpec {
             "required": ["query"],
             "additionalProperties": false
         }),
-        effect: EffectClass::Observe,
+        effect: EffectClass::Internal,
     }
 }
 

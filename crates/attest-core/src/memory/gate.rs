@@ -4,7 +4,8 @@
 //! shows — stay candidates, which are never injected as facts.
 
 use super::extract::{Origin, Proposal};
-use super::values::{appears_in, Value};
+use super::values::Value;
+use crate::grounding::{grounds, Source};
 use attest_protocol::{
     ConfidenceLevel, ConflictPolicy, MemoryProvenance, MemorySourceRef, MemoryStatus,
     ReceiptStatus, TranscriptItem,
@@ -19,6 +20,8 @@ pub struct ReceiptView<'a> {
     pub tool_name: &'a str,
     /// What the model was shown (redacted, as logged).
     pub output: &'a str,
+    /// The call's own arguments: what they say the output does not back.
+    pub arguments: &'a str,
     pub path: Option<&'a str>,
     pub sha256: Option<&'a str>,
 }
@@ -26,6 +29,14 @@ pub struct ReceiptView<'a> {
 /// The results in `items` that count as evidence: the tool ran, succeeded
 /// and its declared evidence is present (`Receipt::is_satisfying`).
 pub fn backing_receipts(items: &[TranscriptItem]) -> Vec<ReceiptView<'_>> {
+    let arguments = |id: &str| {
+        items.iter().find_map(|i| match i {
+            TranscriptItem::ToolCall {
+                call_id, arguments, ..
+            } if call_id == id => Some(arguments.as_str()),
+            _ => None,
+        })
+    };
     items
         .iter()
         .filter_map(|item| match item {
@@ -39,6 +50,7 @@ pub fn backing_receipts(items: &[TranscriptItem]) -> Vec<ReceiptView<'_>> {
                 call_id,
                 tool_name: name,
                 output,
+                arguments: arguments(call_id).unwrap_or(""),
                 path: r.evidence.path.as_deref(),
                 sha256: r.evidence.sha256.as_deref(),
             }),
@@ -47,14 +59,25 @@ pub fn backing_receipts(items: &[TranscriptItem]) -> Vec<ReceiptView<'_>> {
         .collect()
 }
 
-/// The first receipt whose output shows every one of `values` verbatim.
+/// The first receipt that grounds every one of `values` under the
+/// grounding rule (SPEC A9): its output shows the value verbatim and its
+/// own arguments do not (`echo <claim>` launders nothing).
 pub fn find_backing<'a>(values: &[Value], receipts: &[ReceiptView<'a>]) -> Option<ReceiptView<'a>> {
     if values.is_empty() {
         return None;
     }
     receipts
         .iter()
-        .find(|r| values.iter().all(|v| appears_in(v, r.output)))
+        .find(|r| {
+            let source = Source {
+                call_id: r.call_id,
+                tool_name: r.tool_name,
+                output: r.output,
+                arguments: r.arguments,
+                counts: Vec::new(),
+            };
+            values.iter().all(|v| grounds(&v.checkable(), &source))
+        })
         .copied()
 }
 
@@ -290,6 +313,32 @@ mod tests {
             Utc::now(),
         );
         assert!(g.reason.contains("need a receipt"), "{}", g.reason);
+    }
+
+    #[test]
+    fn an_echo_of_the_models_claim_backs_nothing() {
+        let echo = r#"{"command":"echo deploy host is evil.example.com"}"#;
+        let items = [
+            TranscriptItem::ToolCall {
+                call_id: "c1".into(),
+                name: "shell".into(),
+                arguments: echo.into(),
+            },
+            result(
+                "c1",
+                "shell",
+                "deploy host is evil.example.com\n",
+                true,
+                None,
+            ),
+        ];
+        let receipts = backing_receipts(&items);
+        assert_eq!(receipts[0].arguments, echo);
+        let p = &answer_facts("The deploy host is evil.example.com.")[0];
+        let g = gate(p, true, &receipts, "r", Utc::now());
+        assert_eq!(g.provenance, MemoryProvenance::ModelInference);
+        assert_eq!(g.status, MemoryStatus::Candidate);
+        assert_eq!(g.source_ref.call_id, None);
     }
 
     #[test]

@@ -27,7 +27,7 @@ mod legacy;
 mod projection;
 mod retrieve;
 mod screen;
-mod values;
+pub(crate) mod values;
 mod verify;
 mod words;
 

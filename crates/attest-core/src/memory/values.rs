@@ -54,7 +54,7 @@ const FILE_EXTENSIONS: &[&str] = &[
     "yaml", "yml", "css", "pdf", "png", "jpg", "zip", "gz", "tar", "db",
 ];
 
-fn url_re() -> &'static Regex {
+pub(crate) fn url_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(r#"(?i)\b[a-z][a-z0-9+.-]*://[^\s<>"'`]+"#)
@@ -94,7 +94,7 @@ fn quoted_re() -> &'static Regex {
     })
 }
 
-const TRIM: &[char] = &[
+pub(crate) const TRIM: &[char] = &[
     '.', ',', ';', ':', '!', '?', '(', ')', '[', ']', '{', '}', '"', '\'', '`', '*', '<', '>', '“',
     '”', '‘', '’', '。', '，', '；', '：', '！', '？', '（', '）',
 ];
@@ -168,7 +168,7 @@ pub fn distinctive_values(sentence: &str) -> Vec<Value> {
 }
 
 /// The kind of a bare token, or `None` for an ordinary word.
-fn classify(token: &str) -> Option<ValueKind> {
+pub(crate) fn classify(token: &str) -> Option<ValueKind> {
     if token.is_empty() || token.contains(char::is_whitespace) {
         return None;
     }
@@ -237,32 +237,30 @@ fn looks_like_identifier(token: &str) -> bool {
 
 /// True when `value` occurs in `haystack` as a whole token: not glued to
 /// letters or digits on either side (so `80` is not found in `8080`).
-/// Domains and URLs compare case-insensitively.
+/// Domains and URLs compare case-insensitively. The one rule of
+/// [`crate::grounding::found_in`].
 pub fn appears_in(value: &Value, haystack: &str) -> bool {
-    let (needle, hay) = match value.kind {
-        ValueKind::Url | ValueKind::Domain => (value.text.to_lowercase(), haystack.to_lowercase()),
-        _ => (value.text.clone(), haystack.to_string()),
-    };
-    if needle.is_empty() {
-        return false;
+    crate::grounding::found_in(&value.checkable(), haystack)
+}
+
+impl Value {
+    /// The same value as grounding checks it.
+    pub fn checkable(&self) -> crate::grounding::Checkable {
+        use attest_protocol::CheckableKind as K;
+        let kind = match self.kind {
+            ValueKind::Url => K::Url,
+            ValueKind::Domain => K::Domain,
+            ValueKind::Path => K::Path,
+            ValueKind::Number => K::Number,
+            ValueKind::Identifier => K::Identifier,
+            ValueKind::Command | ValueKind::Quoted => K::Quoted,
+        };
+        crate::grounding::Checkable {
+            value: self.text.clone(),
+            kind,
+            unit: None,
+        }
     }
-    let glued = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-    let first_word = needle.chars().next().is_some_and(char::is_alphanumeric);
-    let last_word = needle.chars().last().is_some_and(char::is_alphanumeric);
-    hay.match_indices(needle.as_str()).any(|(at, _)| {
-        let before = hay[..at].chars().next_back();
-        let after = hay[at + needle.len()..].chars().next();
-        // A number continues through `.5` or `,000`: `8.5` is not `8`.
-        let number_continues = value.kind == ValueKind::Number
-            && matches!(after, Some('.' | ','))
-            && hay[at + needle.len()..]
-                .chars()
-                .nth(1)
-                .is_some_and(|c| c.is_ascii_digit());
-        let glued_before = first_word && glued(before);
-        let glued_after = last_word && glued(after);
-        !(glued_before || glued_after || number_continues)
-    })
 }
 
 #[cfg(test)]

@@ -33,7 +33,10 @@ pub enum FinishKind {
     ToolUse,
     /// The output was cut by a token limit.
     Length,
-    /// Anything else (`content_filter`, unknown values, missing).
+    /// The provider withheld or stopped the output (`content_filter`,
+    /// Anthropic's `refusal`).
+    ContentFilter,
+    /// Anything else (unknown values, missing).
     Other,
 }
 

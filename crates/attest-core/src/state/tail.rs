@@ -45,6 +45,11 @@ pub struct TailRender {
     pub omitted: usize,
 }
 
+/// First line of the tail. Worded as reference data, not as a message: small
+/// models used to reply to it ("I cannot run state, maintained by …") or
+/// repeat its lines as their answer (issue 12, hole 7).
+pub const TAIL_HEADER: &str = "[attest] Reference data for your next step, kept by the harness from tool receipts (not a message to reply to; do not repeat it as your answer):";
+
 /// Sections in priority order; the last ones give way first.
 const SECTIONS: [(&str, Section); 7] = [
     ("Goal", Section::Goal),
@@ -158,9 +163,7 @@ pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
 }
 
 fn compose(sections: &[(&str, Section, Vec<&AgentStateItem>)], omitted: usize) -> String {
-    let mut out = String::from(
-        "[attest] Run state, maintained by the harness from receipts and refreshed on every request:",
-    );
+    let mut out = String::from(TAIL_HEADER);
     for (title, section, items) in sections {
         if items.is_empty() {
             continue;

@@ -29,7 +29,9 @@ pub use registry::{
 pub use workspace::{Workspace, WorkspaceError};
 
 use async_trait::async_trait;
-use attest_protocol::{DataQuality, DataSource, ErrorType, Evidence, Permission, ToolSpec};
+use attest_protocol::{
+    DataQuality, DataSource, EffectClass, ErrorType, Evidence, Permission, ToolSpec,
+};
 
 /// Most bytes of file content or listing a built-in tool hands the model.
 pub const OUTPUT_LIMIT: usize = 64 * 1024;
@@ -63,6 +65,13 @@ pub struct ToolOutput {
     /// The quality of the data returned, when the tool knows it (empty,
     /// partial, stale, from a fallback, …).
     pub quality: Option<DataQuality>,
+    /// What this call did, when less than the tool declares: a `shell`
+    /// command the policy classifies read-only observes. Only `observe` is
+    /// taken; a call never claims more than its tool declares.
+    pub effect: Option<EffectClass>,
+    /// True when a mutating call succeeded but changed nothing; its receipt
+    /// is `no_effect` and satisfies no mutate contract.
+    pub no_effect: bool,
 }
 
 impl ToolOutput {
@@ -75,6 +84,8 @@ impl ToolOutput {
             timed_out: false,
             error_type: None,
             quality: None,
+            effect: None,
+            no_effect: false,
         }
     }
 
@@ -87,6 +98,8 @@ impl ToolOutput {
             timed_out: false,
             error_type: Some(ErrorType::ToolError),
             quality: None,
+            effect: None,
+            no_effect: false,
         }
     }
 
@@ -101,6 +114,18 @@ impl ToolOutput {
 
     pub fn with_error_type(mut self, error_type: ErrorType) -> Self {
         self.error_type = Some(error_type);
+        self
+    }
+
+    /// This call only read: its receipt is `observe` whatever the tool declares.
+    pub fn observed_only(mut self) -> Self {
+        self.effect = Some(EffectClass::Observe);
+        self
+    }
+
+    /// This mutating call changed nothing.
+    pub fn with_no_effect(mut self) -> Self {
+        self.no_effect = true;
         self
     }
 

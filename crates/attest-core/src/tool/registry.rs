@@ -263,7 +263,17 @@ impl ToolRegistry {
         } else {
             ReceiptStatus::Error
         };
+        let declared = self.effect_of(&call.name).unwrap_or(call.effect);
+        // Effect is judged per call: a call may report that it only read,
+        // never that it did more than its tool declares.
+        let effect = match output.effect {
+            Some(EffectClass::Observe) if declared != EffectClass::Internal => EffectClass::Observe,
+            _ => declared,
+        };
         let verification_status = match (output.success, output.evidence_present) {
+            (true, true) if output.no_effect && effect != EffectClass::Observe => {
+                VerificationStatus::NoEffect
+            }
             (true, true) => VerificationStatus::Verified,
             (true, false) => VerificationStatus::MissingEvidence,
             (false, _) => VerificationStatus::NotApplicable,
@@ -271,7 +281,7 @@ impl ToolRegistry {
         let receipt = Receipt {
             call_id: call_id.to_string(),
             tool_name: call.name.clone(),
-            effect: self.effect_of(&call.name).unwrap_or(call.effect),
+            effect,
             status,
             started_at,
             finished_at,

@@ -77,6 +77,7 @@ impl TextProtocolProvider {
 
     /// Turn the inner response into what the engine expects.
     fn translate(&self, request: &ModelRequest, inner: ModelResponse) -> ModelResponse {
+        let inner_finish = inner.finish;
         let mut out = ModelResponse {
             text: String::new(),
             reasoning: inner.reasoning,
@@ -121,7 +122,11 @@ impl TextProtocolProvider {
             }
             Ok(ReactStep::Final { answer, .. }) => {
                 out.text = answer;
-                out.finish = FinishKind::Stop;
+                // A cut-off or withheld answer stays one: the engine decides.
+                out.finish = match inner_finish {
+                    FinishKind::Length | FinishKind::ContentFilter => inner_finish,
+                    _ => FinishKind::Stop,
+                };
             }
             Err(violation) => out.protocol_violation = Some(violation),
         }

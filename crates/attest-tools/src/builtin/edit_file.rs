@@ -115,10 +115,13 @@ impl Tool for EditFile {
             }
         }
         let updated = content.replacen(&args.old_string, &args.new_string, 1);
-        if let Err(e) = tokio::fs::write(&path, updated.as_bytes()).await {
-            return ToolOutput::error(format!("cannot write `{rel}`: {e}"));
+        let unchanged = updated == content;
+        if !unchanged {
+            if let Err(e) = tokio::fs::write(&path, updated.as_bytes()).await {
+                return ToolOutput::error(format!("cannot write `{rel}`: {e}"));
+            }
         }
-        ToolOutput::ok(
+        let out = ToolOutput::ok(
             format!(
                 "edited {rel}: replaced 1 occurrence ({} bytes now)",
                 updated.len()
@@ -129,7 +132,12 @@ impl Tool for EditFile {
                 size_bytes: Some(updated.len() as u64),
                 ..Evidence::default()
             },
-        )
+        );
+        if unchanged {
+            // new_string equals old_string: nothing was edited.
+            return out.with_no_effect();
+        }
+        out
     }
 }
 

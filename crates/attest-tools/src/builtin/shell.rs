@@ -3,11 +3,14 @@
 
 use super::parse_args;
 use crate::process::{self, describe_status, RunResult};
+use crate::snapshot::{Changes, Snapshot, ENTRY_LIMIT};
 use crate::{Sandbox, Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
+use attest_core::policy::{shell_command_is_read_only, ShellContext};
 use attest_core::text::captured_text;
 use attest_protocol::{DataSource, EffectClass, ErrorType, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,15 +79,66 @@ impl Tool for Shell {
             Ok(a) => a,
             Err(out) => return *out,
         };
-        let cmd =
-            match process::tool_command(ctx, self.sandbox.as_deref(), "sh", &["-c", &args.command])
-            {
-                Ok(cmd) => cmd,
-                Err(e) => {
-                    return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
-                        .with_error_type(ErrorType::SpawnFailed)
-                }
-            };
+        // Effect is judged per call (SPEC A3): a command the policy
+        // classifies read-only observes; any other is credited only with
+        // the workspace paths it actually changed.
+        let shell_ctx = ShellContext::new(
+            ctx.workspace.root(),
+            ctx.env.get("PATH").map(|p| p.to_os_string()),
+        );
+        if shell_command_is_read_only(&args.command, &shell_ctx) {
+            return self.run_command(&args.command, ctx).await.observed_only();
+        }
+        let root = ctx.workspace.root().to_path_buf();
+        let before = snapshot_before(root.clone()).await;
+        let out = self.run_command(&args.command, ctx).await;
+        let (Some(before), true) = (before, out.success) else {
+            return out;
+        };
+        let Some(changes) = changes_after(root, before).await else {
+            return out;
+        };
+        let idle = changes.changes.is_empty();
+        let out = ToolOutput {
+            evidence: Evidence {
+                changes: Some(changes.changes),
+                snapshot_truncated: changes.truncated.then_some(true),
+                ..out.evidence
+            },
+            ..out
+        };
+        if idle {
+            return out.with_no_effect();
+        }
+        out
+    }
+}
+
+/// The snapshot before a command, taken off the async threads; `None` if
+/// the blocking task failed.
+async fn snapshot_before(root: PathBuf) -> Option<Snapshot> {
+    tokio::task::spawn_blocking(move || Snapshot::take(&root, ENTRY_LIMIT))
+        .await
+        .ok()
+}
+
+/// What changed since `before`, off the async threads.
+async fn changes_after(root: PathBuf, before: Snapshot) -> Option<Changes> {
+    tokio::task::spawn_blocking(move || before.changes_since(&root, ENTRY_LIMIT))
+        .await
+        .ok()
+}
+
+impl Shell {
+    async fn run_command(&self, command: &str, ctx: &ToolContext) -> ToolOutput {
+        let cmd = match process::tool_command(ctx, self.sandbox.as_deref(), "sh", &["-c", command])
+        {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
+                    .with_error_type(ErrorType::SpawnFailed)
+            }
+        };
         // The registry enforces `timeout()`; dropping the run kills the
         // command's whole process group.
         let finished = match process::run(cmd, None, None, STREAM_LIMIT).await {
@@ -177,6 +231,32 @@ mod tests {
         assert!(out.evidence_present);
         assert_eq!(out.output, "hello\n[stderr]\nwarn");
         assert_eq!(out.evidence.exit_code, Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_read_only_command_observes_and_takes_no_snapshot() {
+        let (dir, ctx) = context();
+        std::fs::write(dir.path().join("Cargo.toml"), "version = 1").unwrap();
+        let out = run(&ctx, "cat Cargo.toml").await;
+        assert!(out.success, "{out:?}");
+        assert_eq!(out.effect, Some(EffectClass::Observe));
+        assert_eq!(out.evidence.changes, None);
+    }
+
+    #[tokio::test]
+    async fn a_mutating_command_reports_what_it_changed_or_no_effect() {
+        let (dir, ctx) = context();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        let idle = run(&ctx, "mkdir -p src").await;
+        assert!(idle.success && idle.no_effect, "{idle:?}");
+        assert_eq!(idle.effect, None);
+        assert_eq!(idle.evidence.changes, Some(vec![]));
+        let made = run(&ctx, "touch src/new.rs").await;
+        assert!(made.success && !made.no_effect, "{made:?}");
+        let changes = made.evidence.changes.unwrap();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].path, "src/new.rs");
+        assert_eq!(changes[0].change, attest_protocol::ChangeKind::Created);
     }
 
     #[tokio::test]

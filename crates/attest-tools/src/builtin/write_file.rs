@@ -69,10 +69,12 @@ impl Tool for WriteFile {
             return ToolOutput::error(format!("`{rel}` is a directory; cannot write a file there"));
         }
         let bytes = args.content.as_bytes();
+        // Writing a file's own content back changes nothing (`no_effect`).
+        let unchanged = tokio::fs::read(&path).await.is_ok_and(|old| old == bytes);
         if let Err(e) = tokio::fs::write(&path, bytes).await {
             return ToolOutput::error(format!("cannot write `{rel}`: {e}"));
         }
-        ToolOutput::ok(
+        let out = ToolOutput::ok(
             format!("wrote {} bytes to {rel}", bytes.len()),
             Evidence {
                 path: Some(rel),
@@ -80,7 +82,11 @@ impl Tool for WriteFile {
                 size_bytes: Some(bytes.len() as u64),
                 ..Evidence::default()
             },
-        )
+        );
+        if unchanged {
+            return out.with_no_effect();
+        }
+        out
     }
 }
 
@@ -106,6 +112,20 @@ mod tests {
         assert_eq!(out.evidence.path.as_deref(), Some("a/b/c.txt"));
         assert_eq!(out.evidence.sha256, Some(sha256_hex(b"hi")));
         assert_eq!(out.evidence.size_bytes, Some(2));
+    }
+
+    #[tokio::test]
+    async fn rewriting_the_same_content_has_no_effect() {
+        let (dir, ctx) = context();
+        std::fs::write(dir.path().join("f"), "same").unwrap();
+        let out = WriteFile::new()
+            .execute(json!({"path": "f", "content": "same"}), &ctx)
+            .await;
+        assert!(out.success && out.no_effect, "{out:?}");
+        let out = WriteFile::new()
+            .execute(json!({"path": "f", "content": "other"}), &ctx)
+            .await;
+        assert!(out.success && !out.no_effect, "{out:?}");
     }
 
     #[tokio::test]
