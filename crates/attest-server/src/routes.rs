@@ -286,6 +286,12 @@ pub async fn cancel_run(
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
     authorized(&state, &headers, "runs:write")?;
     let view = run_view(state.store().as_ref(), &id)?;
+    if view.state != "queued" && view.state != "running" {
+        return Err(ApiError::Conflict(format!(
+            "run `{id}` already ended ({})",
+            view.state
+        )));
+    }
     if state.store().cancel_queued(&id)? {
         let view = run_view(state.store().as_ref(), &id)?;
         state.hub.ended(&id);
@@ -297,16 +303,10 @@ pub async fn cancel_run(
             token.cancel();
             Ok((StatusCode::ACCEPTED, Json(view)))
         }
-        None if view.state == "queued" || view.state == "running" => {
-            // Leased by a worker that has not started it yet: it will
-            // see the cancellation on its next look.
-            Err(ApiError::Conflict(format!(
-                "run `{id}` is being started; try again"
-            )))
-        }
+        // Leased, but its worker has not registered it yet (or it just
+        // ended): the caller may try again.
         None => Err(ApiError::Conflict(format!(
-            "run `{id}` already ended ({})",
-            view.state
+            "run `{id}` is being started or has just ended; try again"
         ))),
     }
 }
