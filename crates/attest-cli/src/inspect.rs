@@ -155,6 +155,9 @@ pub fn timeline(run: &RunRecord, entries: &[LogEntry]) -> String {
         run.loop_version, run.prompt_version
     );
     let _ = writeln!(out, "prompt: {}", one_line(&run.prompt, 200));
+    if let Some(line) = cache_line(entries) {
+        let _ = writeln!(out, "{line}");
+    }
     for entry in entries {
         let line = match entry {
             LogEntry::Trace { trace } => trace_line(trace),
@@ -167,6 +170,42 @@ pub fn timeline(run: &RunRecord, entries: &[LogEntry]) -> String {
         }
     }
     out
+}
+
+/// The prompt cache's hit rate over the run's responses: the share of
+/// input tokens the provider read from its cache. `None` when no response
+/// reported input tokens.
+fn cache_line(entries: &[LogEntry]) -> Option<String> {
+    let (mut input, mut read, mut written, mut responses) = (0u64, 0u64, 0u64, 0usize);
+    for entry in entries {
+        if let LogEntry::Trace {
+            trace:
+                TraceRecord::Response {
+                    input_tokens,
+                    cached_input_tokens,
+                    cache_creation_input_tokens,
+                    ..
+                },
+        } = entry
+        {
+            input += input_tokens;
+            read += cached_input_tokens;
+            written += cache_creation_input_tokens;
+            responses += 1;
+        }
+    }
+    if input == 0 {
+        return None;
+    }
+    let written = if written > 0 {
+        format!(", {written} written")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "prompt cache: {read} of {input} input tokens read from cache over {responses} response(s), hit rate {:.1}%{written}",
+        read as f64 * 100.0 / input as f64
+    ))
 }
 
 fn trace_line(trace: &TraceRecord) -> Option<String> {
@@ -298,6 +337,16 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
         }
         TraceRecord::ConfigIgnored { key, source } => {
             format!("  config ignored: {key} from untrusted {source}")
+        }
+        TraceRecord::EvalGroup { group, switches } => {
+            let on = |b: bool| if b { "on" } else { "off" };
+            format!(
+                "  eval group {group}: invariant prompt {}, receipt guard {}, protocol isolation {}, memory gate {}",
+                on(switches.invariant_prompt),
+                on(switches.receipt_guard),
+                on(switches.protocol_isolation),
+                on(switches.memory_gate)
+            )
         }
         TraceRecord::MemoryDecision {
             item_id,

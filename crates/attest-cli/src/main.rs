@@ -3,6 +3,7 @@
 //! `attest` crate's, assembled by its builder.
 
 mod chat_cmd;
+mod eval_runner;
 mod inspect;
 mod memory_cmd;
 mod output;
@@ -109,9 +110,9 @@ fn main() -> ExitCode {
         Command::Trust(args) => report(trust_cmd::run(args)),
         Command::Serve(args) => report(runtime.block_on(serve_cmd::serve(args))),
         Command::Token(args) => report(serve_cmd::token(args)),
-        // The engine runner is not wired in yet: suites are validated,
-        // result files reported and compared.
-        Command::Eval(args) => runtime.block_on(attest_cli::eval::cli::run(args, None)),
+        Command::Eval(args) => {
+            runtime.block_on(attest_cli::eval::cli::run(args, &eval_runner::runner))
+        }
     };
     ExitCode::from(code)
 }

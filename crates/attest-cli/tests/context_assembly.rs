@@ -24,7 +24,8 @@ fn system_text(v: Variant, request: &serde_json::Value) -> String {
             .as_str()
             .unwrap()
             .to_string(),
-        Wire::Anthropic => request["system"].as_str().unwrap().to_string(),
+        // Blocks, the last marked as a prompt-cache breakpoint.
+        Wire::Anthropic => request["system"][0]["text"].as_str().unwrap().to_string(),
     }
 }
 
@@ -124,7 +125,19 @@ async fn assembled_request_snapshots() {
             ],
         )
         .await;
-        let r = run_attest(&model, &ws, &["--expect", "observe", "Which port?"]).await;
+        // A fixed session: the prompt-cache key is derived from it.
+        let r = run_attest(
+            &model,
+            &ws,
+            &[
+                "--session",
+                "snapshot",
+                "--expect",
+                "observe",
+                "Which port?",
+            ],
+        )
+        .await;
         assert_eq!(r.state(), "completed", "{}", r.describe());
         let mut request = model.requests()[1].clone();
         request["model"] = json!("test-model");

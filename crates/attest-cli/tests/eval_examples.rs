@@ -254,22 +254,7 @@ fn react_forgery_suite_matches_its_tools() {
 }
 
 #[test]
-fn eval_without_an_engine_runner_validates_and_says_not_yet() {
-    let out = Command::cargo_bin("attest")
-        .unwrap()
-        .arg("eval")
-        .arg(repo_root().join("examples/eval/react-forgery.yaml"))
-        .args(["--groups", "full"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("suite `react-forgery` is valid (1 cases × 1 groups × 10 attempts = 10 runs)"),
-        "{err}"
-    );
-    assert!(err.contains("not wired to the engine"), "{err}");
-
+fn a_bad_suite_is_refused_naming_file_case_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
     std::fs::write(

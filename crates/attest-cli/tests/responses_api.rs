@@ -195,27 +195,26 @@ async fn encrypted_reasoning_goes_back_only_when_the_policy_keeps_it() {
 async fn an_incomplete_response_does_not_complete_the_run_and_its_cut_call_never_runs() {
     for stream in [false, true] {
         let ws = TestWorkspace::new();
-        let model = ResponsesModel::start(
-            stream,
-            vec![RTurn::Incomplete {
-                reason: "max_output_tokens",
-                text: String::new(),
-                cut: Some(call(
-                    "write_file",
-                    json!({"path": "x.txt", "content": "half a file"}),
-                )),
-            }],
-        )
-        .await;
+        let cut_off = RTurn::Incomplete {
+            reason: "max_output_tokens",
+            text: String::new(),
+            cut: Some(call(
+                "write_file",
+                json!({"path": "x.txt", "content": "half a file"}),
+            )),
+        };
+        let model = ResponsesModel::start(stream, vec![cut_off.clone(), cut_off]).await;
         let r = run_responses(&model, &ws, &["--approval", "allow", "Write x.txt"]).await;
         model.assert_valid();
-        // What the engine does today with an empty, cut-off response.
-        assert_eq!(r.state(), "failed", "stream={stream} {}", r.describe());
-        assert_eq!(r.reason(), "protocol_error");
+        // A cut-off response is asked to continue once; cut off again, the
+        // run is incomplete (issue 12 hole 5). The cut call never runs.
+        assert_eq!(r.state(), "incomplete", "stream={stream} {}", r.describe());
+        assert_eq!(r.reason(), "truncated");
+        assert_eq!(r.of_type("continuation_requested").len(), 1);
         assert!(r.of_type("tool_started").is_empty());
         assert!(!ws.path().join("x.txt").exists());
         let resp = traces(&ws, "response");
-        assert_eq!(resp.len(), 1);
+        assert_eq!(resp.len(), 2);
         assert_eq!(resp[0]["raw_finish_reason"], "max_output_tokens");
         assert!(resp[0]["parsed_calls"].as_array().unwrap().is_empty());
         let failures = resp[0]["parse_failures"].to_string();

@@ -3,7 +3,7 @@
 //! the OpenAI request body — the harness's own work before each model call.
 
 use attest_core::session_history;
-use attest_core::state::{render_tail, AgentState, TailBudget};
+use attest_core::state::{count_tokens, render_tail, AgentState, TailBudget};
 use attest_protocol::{
     AssistantPhase, EffectClass, Evidence, Receipt, ReceiptStatus, ToolSpec, TranscriptItem,
     VerificationStatus,
@@ -108,6 +108,7 @@ fn bench(c: &mut Criterion) {
                     max_tokens: 4096,
                     temperature: None,
                     stop: Vec::new(),
+                    cache_key: None,
                 };
                 openai::build_body(&request, "m").to_string().len()
             })
@@ -116,5 +117,34 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// Token accounting per step (SPEC D6, P1): counting the whole history
+/// again, as every step once did, against counting only the new item and
+/// summing the per-item counts kept since.
+fn bench_tokens(c: &mut Criterion) {
+    let mut group = c.benchmark_group("token_accounting");
+    for n in [10usize, 100, 500, 5_000] {
+        let items = transcript(n);
+        let counts: Vec<usize> = items
+            .iter()
+            .map(|i| count_tokens(&serde_json::to_string(i).unwrap()))
+            .collect();
+        let newest = items.last().unwrap().clone();
+        group.bench_with_input(BenchmarkId::new("whole_history", n), &items, |b, items| {
+            b.iter(|| count_tokens(&serde_json::to_string(items).unwrap()))
+        });
+        group.bench_with_input(
+            BenchmarkId::new("per_item_cached", n),
+            &counts,
+            |b, counts| {
+                b.iter(|| {
+                    count_tokens(&serde_json::to_string(&newest).unwrap())
+                        + counts.iter().sum::<usize>()
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_tokens);
 criterion_main!(benches);

@@ -52,9 +52,9 @@ pub use approval::{
     ApprovalDecision, ApprovalRequest, Approver, PendingApproval, PendingApprovals, StaticApprover,
 };
 pub use engine::{
-    new_id, prefix_hash, CompactionPolicy, ContextLayer, DoomLoopLimits, Engine, EngineError,
-    Observer, ReasoningPolicy, ResumeState, RetryPolicy, RunConfig, RunOutcome, HISTORY_TOOL,
-    SUMMARY_HEADER, TOOL_SEARCH,
+    new_id, prefix_hash, CompactionPolicy, ContextLayer, ContextWindow, DoomLoopLimits, Engine,
+    EngineError, Observer, ReasoningPolicy, ResumeState, RetryPolicy, RunConfig, RunOutcome,
+    HISTORY_TOOL, SUMMARY_HEADER, TOOL_SEARCH,
 };
 // The one forgery detector; it moves into this crate with the restructure.
 pub use forgery::{detect_forged_observation, Forgery};

@@ -4,20 +4,42 @@
 /// Version of the base prompt and the harness messages below.
 pub const PROMPT_VERSION: &str = "prompt-2026.12.1";
 
+/// The base prompt's first line: what an agent is, without the evidence
+/// rules. An eval group without the invariant prompt gets this alone
+/// (`HarnessSwitches::invariant_prompt`).
+macro_rules! preamble {
+    () => {
+        "You are an agent working through tools that a harness executes for you."
+    };
+}
+const PREAMBLE: &str = preamble!();
+
 /// The base invariant prompt (SPEC D2). Not overridable by workspace files.
-const BASE_PROMPT: &str = "\
-You are an agent working through tools that a harness executes for you.
+const BASE_PROMPT: &str = concat!(
+    preamble!(),
+    "
 Evidence rules:
 - Tool results returned by the harness are the only source of truth about files, commands, messages and other external state. Your plans and narration are not actions.
 - Before you say that you read, changed, ran, tested, searched, sent or otherwise checked something, call the tool that does it and use its result. If you have no such result, say plainly that it is not verified.
 - Never write tool results, observations or tool output yourself; only the harness writes them.
 - A failed, refused or interrupted tool call is not a completed action: report the failure instead of guessing.
-- Treat remembered context as unverified unless it has a current source. When a listed skill clearly matches the task, load it with the `skill` tool before relying on its domain facts (URLs, hosts, commands).";
+- Treat remembered context as unverified unless it has a current source. When a listed skill clearly matches the task, load it with the `skill` tool before relying on its domain facts (URLs, hosts, commands)."
+);
 
 /// The system prompt for a run: the base invariants. Byte-identical for every
 /// step of a run (SPEC D5).
 pub fn base_system_prompt() -> &'static str {
     BASE_PROMPT
+}
+
+/// The base prompt of a run: the invariants, or for an eval group that
+/// switches them off, the preamble alone.
+pub fn base_prompt_for(invariants: bool) -> &'static str {
+    if invariants {
+        BASE_PROMPT
+    } else {
+        PREAMBLE
+    }
 }
 
 /// Stands in history for a response that broke the protocol (SPEC B3). The

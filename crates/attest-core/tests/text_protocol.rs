@@ -396,3 +396,134 @@ async fn an_observe_contract_without_an_executed_action_cannot_complete() {
         })
     ));
 }
+
+// The eval groups' switches (SPEC I2): each one changes what the model is
+// sent or how the run is judged, and the trace records the group.
+
+async fn run_in_group(
+    h: &Harness,
+    switches: attest_protocol::HarnessSwitches,
+) -> (RunOutcome, MemoryRunLog) {
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.stream = false;
+    cfg.eval_group = Some(attest_protocol::EvalGroup {
+        name: "test".into(),
+        switches,
+    });
+    let mut log = MemoryRunLog::default();
+    let outcome = h
+        .engine
+        .run(
+            QUESTION,
+            &cfg,
+            &mut log,
+            &mut |_| {},
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    (outcome, log)
+}
+
+fn on() -> attest_protocol::HarnessSwitches {
+    attest_protocol::HarnessSwitches::default()
+}
+
+#[tokio::test]
+async fn without_the_invariant_prompt_the_evidence_rules_are_not_sent() {
+    let product = harness(&[ACTION, ANSWER]);
+    run_in_group(&product, on()).await;
+    let bare = harness(&[ACTION, ANSWER]);
+    let (outcome, _) = run_in_group(
+        &bare,
+        attest_protocol::HarnessSwitches {
+            invariant_prompt: false,
+            ..on()
+        },
+    )
+    .await;
+    assert_eq!(outcome.state, TerminalState::Completed);
+    let with = &product.inner.requests()[0].system;
+    let without = &bare.inner.requests()[0].system;
+    assert!(with.contains("Evidence rules:"), "{with}");
+    assert!(!without.contains("Evidence rules:"), "{without}");
+    assert!(without.starts_with("You are an agent working through tools"));
+    // The tool block of the text protocol is still there: only the invariants went.
+    assert!(without.contains("## scan_term"), "{without}");
+}
+
+#[tokio::test]
+async fn without_protocol_isolation_the_forged_observation_reaches_the_next_request() {
+    let h = harness(&[FORGED, ACTION, ANSWER]);
+    let (outcome, log) = run_in_group(
+        &h,
+        attest_protocol::HarnessSwitches {
+            protocol_isolation: false,
+            ..on()
+        },
+    )
+    .await;
+    // Still detected and traced …
+    assert_eq!(violations(&log).len(), 1);
+    // … but kept as written: the naive loop's answer was judged (the
+    // receipt guard is on), corrected, and the run recovered.
+    assert_eq!(outcome.state, TerminalState::Completed);
+    let requests = h.inner.requests();
+    let second = request_text(&requests[1]);
+    assert!(has_forged_value(&second), "{second}");
+    assert!(!second.contains(PROTOCOL_PLACEHOLDER), "{second}");
+}
+
+#[tokio::test]
+async fn without_the_receipt_guard_any_answer_is_accepted() {
+    let unbacked = "Final Answer: MCP appears 0 times.";
+    let guarded = harness(&[unbacked, unbacked]);
+    let (judged, _) = run_in_group(&guarded, on()).await;
+    assert_eq!(judged.state, TerminalState::Unverified);
+    assert_eq!(judged.reason, TerminalReason::MissingReceipt);
+
+    let naive = harness(&[unbacked]);
+    let (accepted, log) = run_in_group(
+        &naive,
+        attest_protocol::HarnessSwitches {
+            receipt_guard: false,
+            ..on()
+        },
+    )
+    .await;
+    assert_eq!(accepted.state, TerminalState::Completed);
+    assert_eq!(accepted.reason, TerminalReason::AnswerAccepted);
+    assert_eq!(accepted.answer.as_deref(), Some("MCP appears 0 times."));
+    assert_eq!(naive.tool_runs.load(Ordering::SeqCst), 0);
+    // No corrective turn was sent: one request only.
+    assert_eq!(naive.inner.requests().len(), 1);
+    // The trace says which group ran, with its switches.
+    let group = log.entries.iter().find_map(|e| match e {
+        LogEntry::Trace {
+            trace: TraceRecord::EvalGroup { group, switches },
+        } => Some((group.clone(), *switches)),
+        _ => None,
+    });
+    assert_eq!(
+        group,
+        Some((
+            "test".to_string(),
+            attest_protocol::HarnessSwitches {
+                receipt_guard: false,
+                ..on()
+            }
+        ))
+    );
+}
+
+#[tokio::test]
+async fn a_run_outside_an_eval_records_no_group() {
+    let h = harness(&[ACTION, ANSWER]);
+    let (_, log, _) = run(&h, ContractKind::Observe).await;
+    assert!(!log.entries.iter().any(|e| matches!(
+        e,
+        LogEntry::Trace {
+            trace: TraceRecord::EvalGroup { .. }
+        }
+    )));
+}

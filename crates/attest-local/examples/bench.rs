@@ -23,6 +23,7 @@ fn request(history: &[TranscriptItem]) -> ModelRequest {
         max_tokens: 256,
         temperature: None,
         stop: vec![],
+        cache_key: None,
     }
 }
 

@@ -384,7 +384,7 @@ pub fn response_of(
     let usage = Usage {
         input_tokens: generation.prompt_tokens as u64,
         output_tokens: generation.generated_tokens as u64,
-        cached_input_tokens: 0,
+        ..Usage::default()
     };
     let mut out = ModelResponse {
         text: String::new(),
@@ -448,6 +448,10 @@ impl ModelProvider for LocalProvider {
 
     fn model(&self) -> &str {
         &self.model_name
+    }
+
+    fn context_window(&self) -> Option<usize> {
+        Some(self.context_limit)
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {

@@ -606,6 +606,7 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
         max_tokens: 4096,
         temperature: None,
         stop: vec![],
+        cache_key: None,
     };
     let r = provider.complete(&request).await.unwrap();
     let stats = provider.last_call().unwrap().generation;
@@ -649,6 +650,7 @@ async fn the_provider_streams_each_decoded_piece_to_the_sink() {
         max_tokens: 4096,
         temperature: None,
         stop: vec![],
+        cache_key: None,
     };
     let pieces = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
     let into = std::sync::Arc::clone(&pieces);
@@ -689,6 +691,7 @@ fn responses_are_parsed_into_calls_answers_or_violations() {
         max_tokens: 100,
         temperature: None,
         stop: vec![],
+        cache_key: None,
     };
     let mut n = 0;
     let mut id = || {

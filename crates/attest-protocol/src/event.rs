@@ -14,6 +14,10 @@ pub struct Usage {
     /// where it reports them (SPEC D5: a stable prefix should show up here).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
+    /// Of `input_tokens`, those the provider wrote to its prompt cache
+    /// (Anthropic's `cache_creation_input_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_input_tokens: u64,
 }
 
 impl Usage {
@@ -21,6 +25,7 @@ impl Usage {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cached_input_tokens += other.cached_input_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
     }
 }
 

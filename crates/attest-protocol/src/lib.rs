@@ -11,6 +11,7 @@
 //! JSON shapes are a public contract (see `docs/events.md`).
 
 mod contract;
+mod eval;
 mod event;
 mod failure;
 mod grounding;
@@ -24,6 +25,7 @@ mod trace;
 mod transcript;
 
 pub use contract::{CompletionContract, ContractKind, EffectClass};
+pub use eval::{EvalGroup, HarnessSwitches};
 pub use event::{Event, EventBody, ProtocolErrorKind, ResumedWith, Usage};
 pub use failure::{
     Availability, DataImpact, DataQuality, DataSource, DataStatus, ErrorType, Freshness, HintCode,

@@ -69,6 +69,9 @@ pub enum TerminalReason {
     /// The model's final response repeated text the harness wrote (the
     /// state tail, a corrective turn, a placeholder) instead of answering.
     NoAnswer,
+    /// The receipt guard was off (an eval group, [`crate::HarnessSwitches`]):
+    /// the answer was accepted without judging it against the contract.
+    AnswerAccepted,
 }
 
 impl TerminalReason {
@@ -89,6 +92,7 @@ impl TerminalReason {
             TerminalReason::ContentFilter => "content_filter",
             TerminalReason::UngroundedClaim => "ungrounded_claim",
             TerminalReason::NoAnswer => "no_answer",
+            TerminalReason::AnswerAccepted => "answer_accepted",
         }
     }
 }

@@ -1,6 +1,6 @@
 use crate::{
-    CacheResetPoint, Grounding, MemoryDecision, MemoryProvenance, Permission, ProtocolErrorKind,
-    TerminalReason, TerminalState,
+    CacheResetPoint, Grounding, HarnessSwitches, MemoryDecision, MemoryProvenance, Permission,
+    ProtocolErrorKind, TerminalReason, TerminalState,
 };
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +61,9 @@ pub enum TraceRecord {
         /// Of `input_tokens`, those read from the provider's prompt cache.
         #[serde(default, skip_serializing_if = "is_zero")]
         cached_input_tokens: u64,
+        /// Of `input_tokens`, those written to the provider's prompt cache.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cache_creation_input_tokens: u64,
     },
     /// The raw model output of a response, kept for audit only.
     RawOutput { step: u32, raw: String },
@@ -114,6 +117,13 @@ pub enum TraceRecord {
         key: String,
         /// The file that set it.
         source: String,
+    },
+    /// The run is an attempt of an eval group, with the harness's
+    /// guarantees switched as `switches` says (SPEC I2). First record of
+    /// such a run; never present outside an eval.
+    EvalGroup {
+        group: String,
+        switches: HarnessSwitches,
     },
     /// What memory consolidation, verification or retrieval decided about
     /// one item, and why (SPEC G2, H1). The preview is redacted.

@@ -72,12 +72,13 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
         max_tokens: 4096,
         temperature: Some(0.2),
         stop: vec![],
+        cache_key: None,
     }
 }
 
 fn bench_build(c: &mut Criterion) {
     let mut group = c.benchmark_group("normalize_and_build");
-    for n in [10, 100, 500] {
+    for n in [10, 100, 500, 5_000] {
         let history = transcript(n);
         let base = request(vec![]);
         group.bench_with_input(BenchmarkId::new("openai", n), &history, |b, h| {

@@ -2,7 +2,7 @@
 
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
-use attest_protocol::{CallSource, ReceiptStatus, TranscriptItem, Usage};
+use attest_protocol::{CallSource, HarnessMessageKind, ReceiptStatus, TranscriptItem, Usage};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,12 +10,27 @@ use std::collections::{BTreeMap, HashMap};
 /// Messages strictly alternate user / assistant: adjacent same-role content
 /// is merged into one message, and in a user message the `tool_result`
 /// blocks come first, in call order, as the API requires.
+///
+/// With a `cache_key`, the body carries prompt-cache breakpoints
+/// ([`MAX_BREAKPOINTS`] at most): one after the system prompt (covering
+/// the tools before it), one on the newest block before the state snapshot
+/// (the part of the transcript that the next request repeats), and one at
+/// the end of the previous user turn, where the previous request's
+/// breakpoint was, so it is read back however many blocks this step added.
 pub fn build_body(req: &ModelRequest, model: &str) -> Value {
     // Position of each call, to put tool results in call order.
     let mut call_order: HashMap<&str, usize> = HashMap::new();
-    // (is_user, blocks), one entry per message.
-    let mut turns: Vec<(bool, Vec<Value>)> = Vec::new();
+    // (is_user, blocks), one entry per message. A block's flag says it
+    // changes from request to request (the state snapshot).
+    let mut turns: Vec<(bool, Vec<(Value, bool)>)> = Vec::new();
     for item in &req.history {
+        let volatile = matches!(
+            item,
+            TranscriptItem::HarnessMessage {
+                kind: HarnessMessageKind::StateSnapshot,
+                ..
+            }
+        );
         let (is_user, block) = match item {
             TranscriptItem::UserInput { text } | TranscriptItem::HarnessMessage { text, .. } => {
                 (true, text_block(text))
@@ -57,21 +72,30 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
         // Empty text sends nothing; skipping it may join two same-role turns.
         let Some(block) = block else { continue };
         match turns.last_mut() {
-            Some((last_is_user, blocks)) if *last_is_user == is_user => blocks.push(block),
-            _ => turns.push((is_user, vec![block])),
+            Some((last_is_user, blocks)) if *last_is_user == is_user => {
+                blocks.push((block, volatile))
+            }
+            _ => turns.push((is_user, vec![(block, volatile)])),
         }
+    }
+    for (is_user, blocks) in &mut turns {
+        if *is_user {
+            // Stable: results first in call order, then text in transcript order.
+            blocks.sort_by_key(|(b, _)| match str_field(b, "tool_use_id") {
+                Some(id) => (0, call_order.get(id).copied().unwrap_or(usize::MAX)),
+                None => (1, 0),
+            });
+        }
+    }
+    let caching = req.cache_key.is_some();
+    if caching {
+        place_message_breakpoints(&mut turns);
     }
 
     let messages: Vec<Value> = turns
         .into_iter()
-        .map(|(is_user, mut blocks)| {
-            if is_user {
-                // Stable: results first in call order, then text in transcript order.
-                blocks.sort_by_key(|b| match str_field(b, "tool_use_id") {
-                    Some(id) => (0, call_order.get(id).copied().unwrap_or(usize::MAX)),
-                    None => (1, 0),
-                });
-            }
+        .map(|(is_user, blocks)| {
+            let blocks: Vec<Value> = blocks.into_iter().map(|(b, _)| b).collect();
             json!({"role": if is_user { "user" } else { "assistant" }, "content": blocks})
         })
         .collect();
@@ -80,15 +104,26 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
     body.insert("model".into(), json!(model));
     body.insert("max_tokens".into(), json!(req.max_tokens));
     if !req.system.is_empty() {
-        body.insert("system".into(), json!(req.system));
+        let system = if caching {
+            json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}])
+        } else {
+            json!(req.system)
+        };
+        body.insert("system".into(), system);
     }
     body.insert("messages".into(), Value::Array(messages));
     if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
+        let mut tools: Vec<Value> = req
             .tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
+        // Without a system prompt the tool list ends the prefix.
+        if caching && req.system.is_empty() {
+            if let Some(last) = tools.last_mut() {
+                last["cache_control"] = ephemeral();
+            }
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
     if req.stream {
@@ -101,6 +136,37 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
         body.insert("stop_sequences".into(), json!(req.stop));
     }
     Value::Object(body)
+}
+
+/// The most `cache_control` breakpoints the API accepts in one request.
+pub const MAX_BREAKPOINTS: usize = 4;
+
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Breakpoints in the messages: on the newest block before the first one
+/// that changes every request, and on the last block of the user turn
+/// before that block's message (the previous request's stable end).
+fn place_message_breakpoints(turns: &mut [(bool, Vec<(Value, bool)>)]) {
+    // (message, block) of every block, in order, up to the first volatile one.
+    let mut newest: Option<(usize, usize)> = None;
+    'outer: for (m, (_, blocks)) in turns.iter().enumerate() {
+        for (b, (_, volatile)) in blocks.iter().enumerate() {
+            if *volatile {
+                break 'outer;
+            }
+            newest = Some((m, b));
+        }
+    }
+    let Some((m, b)) = newest else { return };
+    turns[m].1[b].0["cache_control"] = ephemeral();
+    let previous = (0..m).rev().find(|&i| turns[i].0 && !turns[i].1.is_empty());
+    if let Some(i) = previous {
+        if let Some((block, _)) = turns[i].1.last_mut() {
+            block["cache_control"] = ephemeral();
+        }
+    }
 }
 
 /// The API rejects empty text blocks, so empty text sends nothing.
@@ -169,6 +235,7 @@ fn usage_of(usage: Option<&Value>) -> Usage {
             + u64_field(u, "cache_read_input_tokens"),
         output_tokens: u64_field(u, "output_tokens"),
         cached_input_tokens: u64_field(u, "cache_read_input_tokens"),
+        cache_creation_input_tokens: u64_field(u, "cache_creation_input_tokens"),
     }
 }
 
@@ -331,6 +398,7 @@ impl StreamAccumulator {
                         let input = usage_of(Some(u));
                         self.usage.input_tokens = input.input_tokens;
                         self.usage.cached_input_tokens = input.cached_input_tokens;
+                        self.usage.cache_creation_input_tokens = input.cache_creation_input_tokens;
                     }
                 }
             }

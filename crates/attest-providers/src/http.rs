@@ -55,6 +55,10 @@ pub struct HttpProviderConfig {
     /// the transcript kept of it (set when the reasoning policy keeps
     /// reasoning). Ignored by the other wire formats.
     pub encrypted_reasoning: bool,
+    /// Send prompt-cache hints (`prompt_cache_key`, Anthropic's
+    /// `cache_control` breakpoints) when the request has a cache key; off
+    /// for servers that reject fields they do not know.
+    pub prompt_cache: bool,
 }
 
 impl fmt::Debug for HttpProviderConfig {
@@ -68,6 +72,7 @@ impl fmt::Debug for HttpProviderConfig {
             .field("request_timeout", &self.request_timeout)
             .field("content_tool_calls", &self.content_tool_calls)
             .field("encrypted_reasoning", &self.encrypted_reasoning)
+            .field("prompt_cache", &self.prompt_cache)
             // Header values may hold secrets too; names are enough to debug.
             .field(
                 "extra_headers",
@@ -198,6 +203,17 @@ impl HttpProvider {
         request: &ModelRequest,
         sink: Option<&TextSink>,
     ) -> Result<ModelResponse, ProviderError> {
+        // Only the opt-out pays for a copy of the request.
+        let uncached;
+        let request = if !self.cfg.prompt_cache && request.cache_key.is_some() {
+            uncached = ModelRequest {
+                cache_key: None,
+                ..request.clone()
+            };
+            &uncached
+        } else {
+            request
+        };
         let body = match self.cfg.wire {
             WireFormat::OpenAiChat => openai::build_body(request, &self.cfg.model),
             WireFormat::AnthropicMessages => anthropic::build_body(request, &self.cfg.model),

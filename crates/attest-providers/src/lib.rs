@@ -19,9 +19,11 @@
 
 pub mod anthropic;
 pub mod content_calls;
+pub mod context_window;
 pub mod http;
 pub mod openai;
 pub mod relaxed_json;
+pub mod replay;
 pub mod responses;
 pub mod scripted;
 mod sse;

@@ -66,6 +66,10 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
     if !req.stop.is_empty() {
         body.insert("stop".into(), json!(req.stop));
     }
+    // Routes the run's requests to the server holding their cached prefix.
+    if let Some(key) = &req.cache_key {
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
     Value::Object(body)
 }
 
@@ -182,6 +186,7 @@ fn usage_of(usage: Option<&Value>) -> Usage {
         cached_input_tokens: usage
             .get("prompt_tokens_details")
             .map_or(0, |d| u64_field(d, "cached_tokens")),
+        cache_creation_input_tokens: 0,
     }
 }
 

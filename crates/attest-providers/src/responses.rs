@@ -71,6 +71,9 @@ pub fn build_body(req: &ModelRequest, model: &str, opts: ResponsesOptions) -> Va
     if opts.encrypted_reasoning {
         body.insert("include".into(), json!([INCLUDE_ENCRYPTED_REASONING]));
     }
+    if let Some(key) = &req.cache_key {
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
     Value::Object(body)
 }
 
@@ -316,6 +319,7 @@ fn usage_of(usage: Option<&Value>) -> Usage {
         cached_input_tokens: u
             .get("input_tokens_details")
             .map_or(0, |d| u64_field(d, "cached_tokens")),
+        cache_creation_input_tokens: 0,
     }
 }
 

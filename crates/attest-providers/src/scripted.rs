@@ -145,7 +145,7 @@ fn finish_kind(raw: &str) -> FinishKind {
 }
 
 impl ScriptedResponse {
-    fn to_model_response(&self, index: usize) -> ModelResponse {
+    pub(crate) fn to_model_response(&self, index: usize) -> ModelResponse {
         let tool_calls: Vec<ParsedCall> = self
             .tool_calls
             .iter()
@@ -176,7 +176,7 @@ impl ScriptedResponse {
             usage: Usage {
                 input_tokens: 0,
                 output_tokens: (self.text.len() / 4) as u64,
-                cached_input_tokens: 0,
+                ..Usage::default()
             },
             raw: serde_json::json!({
                 "text": self.text,
@@ -247,6 +247,7 @@ mod tests {
             max_tokens: 100,
             temperature: None,
             stop: vec![],
+            cache_key: None,
         }
     }
 

@@ -21,6 +21,7 @@ fn provider(wire: WireFormat, base_url: String, key: Option<&str>) -> HttpProvid
         extra_headers: vec![("x-extra".into(), "1".into())],
         content_tool_calls: Default::default(),
         encrypted_reasoning: false,
+        prompt_cache: true,
     })
     .unwrap()
 }
@@ -34,6 +35,7 @@ fn request(stream: bool) -> ModelRequest {
         max_tokens: 100,
         temperature: None,
         stop: vec![],
+        cache_key: None,
     }
 }
 
@@ -317,6 +319,7 @@ fn bad_header_is_a_configuration_error() {
         extra_headers: vec![],
         content_tool_calls: Default::default(),
         encrypted_reasoning: false,
+        prompt_cache: true,
     })
     .unwrap_err();
     assert_no_key(&e);

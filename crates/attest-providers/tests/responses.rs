@@ -86,6 +86,7 @@ fn request(stream: bool) -> ModelRequest {
         max_tokens: 1024,
         temperature: Some(0.2),
         stop: vec!["Observation:".into()],
+        cache_key: None,
     }
 }
 
@@ -478,6 +479,7 @@ fn provider(base_url: String, encrypted_reasoning: bool) -> HttpProvider {
         extra_headers: vec![],
         content_tool_calls: Default::default(),
         encrypted_reasoning,
+        prompt_cache: true,
     })
     .unwrap()
 }

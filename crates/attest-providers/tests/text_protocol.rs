@@ -68,6 +68,7 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
         max_tokens: 256,
         temperature: Some(0.0),
         stop: vec![],
+        cache_key: None,
     }
 }
 

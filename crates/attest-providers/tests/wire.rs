@@ -81,6 +81,7 @@ fn request(stream: bool) -> ModelRequest {
         max_tokens: 1024,
         temperature: Some(0.2),
         stop: vec![],
+        cache_key: None,
     }
 }
 

@@ -73,5 +73,30 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// One step's appends (eight entries, each committed) into a run that
+/// already holds 10 / 100 / 500 / 5,000 entries: the cost must not grow
+/// with the run.
+fn bench_step(c: &mut Criterion) {
+    let mut group = c.benchmark_group("append_step");
+    group.throughput(Throughput::Elements(8));
+    for n in [10u64, 100, 500, 5_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = fresh_store(dir.path());
+        for seq in 0..n {
+            store.append("bench", &event(seq)).unwrap();
+        }
+        let mut seq = n;
+        group.bench_function(criterion::BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                for _ in 0..8 {
+                    store.append("bench", &event(seq)).unwrap();
+                    seq += 1;
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_step);
 criterion_main!(benches);

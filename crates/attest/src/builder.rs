@@ -16,9 +16,11 @@ use attest_core::provider::ModelProvider;
 use attest_core::tool::middleware::standard_chain;
 use attest_core::tool::{Tool, ToolContext, ToolEnv, ToolRegistry, Workspace};
 use attest_core::{
-    Approver, ContextLayer, DoomLoopLimits, ReasoningPolicy, RetryPolicy, RunConfig, StaticApprover,
+    Approver, ContextLayer, ContextWindow, DoomLoopLimits, ReasoningPolicy, RetryPolicy, RunConfig,
+    StaticApprover,
 };
 use attest_protocol::{CompletionContract, ContractKind};
+use attest_providers::context_window::known_context_window;
 use attest_store::SqliteStore;
 use attest_tools::{builtin_tools, CommandTool, Sandbox, SandboxMode, SandboxOptions};
 use std::ffi::OsString;
@@ -430,6 +432,7 @@ impl EngineBuilder {
         let contract = self.contract(&registry)?;
         let mut cfg = RunConfig::new(contract);
         self.apply_run_defaults(&mut cfg)?;
+        cfg.context_window = Some(self.context_window(provider.as_ref())?);
         cfg.redactor = redactor;
         cfg.context_layers = context_layers;
 
@@ -656,6 +659,49 @@ impl EngineBuilder {
             }
         }
         Ok(contract)
+    }
+
+    /// The model's context window (SPEC P2): `[provider] context_window`,
+    /// else what the provider knows (a local GGUF), else the known-model
+    /// table, else 128k with a notice.
+    fn context_window(&self, provider: &dyn ModelProvider) -> Result<ContextWindow, Error> {
+        let file = &self.config;
+        let tokens = file
+            .provider
+            .context_window
+            .or_else(|| provider.context_window())
+            .or_else(|| known_context_window(provider.model()));
+        let tokens = match tokens {
+            Some(0) => {
+                return Err(Error::config(format!(
+                    "[provider] context_window must be at least 1{}",
+                    self.config_note
+                )))
+            }
+            Some(n) => n,
+            None => {
+                // A script has no window to know.
+                if provider.api_family() != "scripted" {
+                    (self.notices)(&format!(
+                        "the context window of model `{}` is not known; assuming {} tokens (set [provider] context_window)",
+                        provider.model(),
+                        ContextWindow::UNKNOWN_MODEL_TOKENS
+                    ));
+                }
+                ContextWindow::UNKNOWN_MODEL_TOKENS
+            }
+        };
+        let mut window = ContextWindow::new(tokens);
+        if let Some(trigger) = file.run.compaction_trigger {
+            if !(trigger > 0.0 && trigger <= 1.0) {
+                return Err(Error::config(format!(
+                    "[run] compaction_trigger = {trigger}: expected a fraction above 0 and at most 1{}",
+                    self.config_note
+                )));
+            }
+            window.trigger = trigger;
+        }
+        Ok(window)
     }
 
     fn apply_run_defaults(&self, cfg: &mut RunConfig) -> Result<(), Error> {

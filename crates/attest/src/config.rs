@@ -82,6 +82,9 @@ pub struct RunSection {
     pub profile: Option<String>,
     /// With more tools than this, the rest are found via `tool_search` (default 24).
     pub defer_tools_after: Option<usize>,
+    /// Compact the history when a request would fill this fraction of the
+    /// model's context window, after the output reservation (default 0.8).
+    pub compaction_trigger: Option<f64>,
 }
 
 /// A named tool surface (SPEC D7): the tools a profile may see.
@@ -119,6 +122,13 @@ pub struct ProviderSection {
     /// `local`: keep the system message's KV cache on disk for the next
     /// run (default: yes).
     pub prefix_cache: Option<bool>,
+    /// The model's context window in tokens, over the known-model table
+    /// and a local GGUF's own `context_length`.
+    pub context_window: Option<usize>,
+    /// Prompt-cache hints: `prompt_cache_key` (OpenAI) and `cache_control`
+    /// breakpoints (Anthropic); default on, off for servers that reject
+    /// unknown fields.
+    pub prompt_cache: Option<bool>,
 }
 
 /// How shell commands are confined (SPEC F4).

@@ -39,6 +39,10 @@ pub struct RunRequest {
     pub text_sink: Option<TextSink>,
     /// The run's id; default: a fresh one.
     pub run_id: Option<String>,
+    /// For `attest eval` only: the A/B group this run is an attempt of; its
+    /// switches may turn the harness's guarantees off, and the run's trace
+    /// records it (SPEC I2). Default: none, everything on.
+    pub eval_group: Option<attest_protocol::EvalGroup>,
 }
 
 impl RunRequest {
@@ -193,6 +197,7 @@ impl Engine {
             cfg.max_steps = n;
         }
         cfg.force_compaction = request.force_compaction;
+        cfg.eval_group = request.eval_group.clone();
         cfg.text_sink = request.text_sink.clone();
         cfg.prior_history = self.earlier_turns(&cfg.session_id, None).await?;
         if let Some(from) = &request.handoff_from {

@@ -284,6 +284,7 @@ pub fn build_provider(
                 content_tool_calls: file.content_tool_calls.unwrap_or_default(),
                 // Encrypted reasoning goes back only under `[run] reasoning = "keep"`.
                 encrypted_reasoning: config.run.reasoning.as_deref() == Some("keep"),
+                prompt_cache: file.prompt_cache.unwrap_or(true),
             })
             .map_err(|e| Error::Config(e.to_string()))?;
             let label = format!("{name} {model} at {}", http.endpoint());

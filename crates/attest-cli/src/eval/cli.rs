@@ -62,7 +62,51 @@ pub struct RunEvalArgs {
     /// again (by default every finished attempt is kept).
     #[arg(long)]
     pub retry_infra: bool,
+    #[command(flatten)]
+    pub model: EvalModelArgs,
 }
+
+/// The model of cases that do not script their own (`model:` left out of
+/// the case). Everything else about a run comes from the suite.
+#[derive(Debug, Clone, Default, Args)]
+pub struct EvalModelArgs {
+    /// local (default), openai, openai-responses, anthropic, or replay
+    /// (`--from RUN_ID`: a recorded run's raw model outputs fed back
+    /// through today's engine).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Model name (HTTP providers).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Endpoint base URL (OpenAI: including `/v1`).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Read the API key from this variable.
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// GGUF file for `--provider local` (default: the cached default model).
+    #[arg(long)]
+    pub model_path: Option<PathBuf>,
+    /// Inference threads for `--provider local`.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Most tokens per model response (default: the engine's); the same
+    /// for every group.
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// `--provider replay`: the recorded run to replay.
+    #[arg(long, value_name = "RUN_ID")]
+    pub from: Option<String>,
+    /// The workspace whose store holds the runs that `--from` and a case's
+    /// `model: {replay: RUN_ID}` name (default: the current directory).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub runs_in: PathBuf,
+}
+
+/// Makes the engine's runner for a suite: the binary's, which knows
+/// providers and the engine.
+pub type RunnerFactory =
+    dyn Fn(&RunEvalArgs, &Suite) -> Result<Arc<dyn AttemptRunner>> + Send + Sync;
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
@@ -117,9 +161,9 @@ impl clap::ValueEnum for Group {
     }
 }
 
-/// Run `attest eval`; `runner` drives the engine (absent until the engine
-/// runner is wired in). Returns the exit code.
-pub async fn run(args: EvalArgs, runner: Option<Arc<dyn AttemptRunner>>) -> u8 {
+/// Run `attest eval`; `runner` makes what drives the engine. Returns the
+/// exit code.
+pub async fn run(args: EvalArgs, runner: &RunnerFactory) -> u8 {
     let outcome = match args.command {
         Some(EvalCommand::Report { result, html }) => report(&result, &html),
         Some(EvalCommand::Compare {
@@ -265,22 +309,13 @@ fn plan_for(args: &RunEvalArgs, suite: Suite) -> Result<EvalPlan> {
     })
 }
 
-async fn run_suite(args: RunEvalArgs, runner: Option<Arc<dyn AttemptRunner>>) -> Result<u8> {
+async fn run_suite(args: RunEvalArgs, runner: &RunnerFactory) -> Result<u8> {
     let Some(path) = &args.suite else {
         bail!("name a suite file (`attest eval SUITE.yaml`), or use `attest eval report` / `attest eval compare`");
     };
     let suite = Suite::load(path)?;
     let plan = plan_for(&args, suite)?;
-    let total = plan.repeat as usize * plan.groups.len() * plan.suite.cases.len();
-    let Some(runner) = runner else {
-        bail!(
-            "suite `{}` is valid ({} cases × {} groups × {} attempts = {total} runs), but this build cannot run it yet: the eval runner is not wired to the engine. `attest eval report` and `attest eval compare` work on result files.",
-            plan.suite.name,
-            plan.suite.cases.len(),
-            plan.groups.len(),
-            plan.repeat
-        );
-    };
+    let runner = runner(&args, &plan.suite)?;
     let previous = match &plan.result_path {
         Some(p) if p.exists() => Some(EvalResult::read(p)?),
         _ => None,

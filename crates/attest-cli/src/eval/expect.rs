@@ -135,6 +135,22 @@ pub fn evaluate(
             },
         ));
     }
+    if !case.expect.answer_contains.is_empty() {
+        let answer = record.answered().unwrap_or_default().to_lowercase();
+        let missing: Vec<&str> = (case.expect.answer_contains.iter())
+            .filter(|want| !answer.contains(&want.to_lowercase()))
+            .map(String::as_str)
+            .collect();
+        checks.push(check(
+            "answer",
+            missing.is_empty(),
+            if missing.is_empty() {
+                "the answer has the known value".to_string()
+            } else {
+                format!("the answer lacks {}", missing.join(", "))
+            },
+        ));
+    }
     if case.expect.require_grounding {
         checks.push(match record.grounding {
             None => Check {

@@ -23,22 +23,9 @@ pub enum Group {
     Full,
 }
 
-/// What a group switches in the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupSwitches {
-    /// The non-overridable base prompt states the evidence invariants
-    /// (SPEC D2).
-    pub invariant_prompt: bool,
-    /// The judge decides the terminal state from the contract and the
-    /// receipts (SPEC A1–A4); off, any answer ends the run `completed`.
-    pub receipt_guard: bool,
-    /// Forged observations and protocol-breaking responses are kept out of
-    /// the next request (SPEC B2–B3); off, they enter history as written.
-    pub protocol_isolation: bool,
-    /// Memory candidates are promoted only through the consolidation gate
-    /// (SPEC G2); off, every candidate would be promoted.
-    pub memory_gate: bool,
-}
+/// What a group switches in the engine: the engine's own switches, set on
+/// the run's configuration and recorded in its trace.
+pub type GroupSwitches = attest_protocol::HarnessSwitches;
 
 impl Group {
     pub const ALL: [Group; 4] = [Group::Baseline, Group::Prompt, Group::Guards, Group::Full];

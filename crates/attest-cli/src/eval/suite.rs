@@ -124,6 +124,10 @@ pub struct Expectations {
     /// every checkable value grounded.
     #[serde(default)]
     pub require_grounding: bool,
+    /// The known answer: each of these appears in the run's answer
+    /// (case-insensitive).
+    #[serde(default)]
+    pub answer_contains: Vec<String>,
 }
 
 fn default_states() -> Vec<TerminalState> {
@@ -137,6 +141,7 @@ impl Default for Expectations {
             required_calls: Vec::new(),
             forbidden_calls: Vec::new(),
             require_grounding: false,
+            answer_contains: Vec::new(),
         }
     }
 }

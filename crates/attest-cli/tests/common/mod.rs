@@ -5,6 +5,7 @@
 //! run the real `attest` binary against it.
 #![allow(dead_code)]
 
+pub mod prompt_cache;
 pub mod responses;
 pub mod validate;
 mod wire;
@@ -133,16 +134,39 @@ struct Recorded {
     paths: Vec<String>,
     headers: Vec<Vec<(String, String)>>,
     violations: Vec<String>,
+    /// When each request arrived and its response was handed back
+    /// (microseconds since the Unix epoch), for benchmarks.
+    times: Vec<(u64, u64)>,
+}
+
+fn epoch_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 struct ScriptedResponder {
     variant: Variant,
     turns: Mutex<VecDeque<Turn>>,
     recorded: Arc<Mutex<Recorded>>,
+    cache: Mutex<prompt_cache::PromptCache>,
 }
 
 impl Respond for ScriptedResponder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
+        let arrived = epoch_micros();
+        let response = self.respond_to(request);
+        self.recorded
+            .lock()
+            .unwrap()
+            .times
+            .push((arrived, epoch_micros()));
+        response
+    }
+}
+
+impl ScriptedResponder {
+    fn respond_to(&self, request: &Request) -> ResponseTemplate {
         let mut rec = self.recorded.lock().unwrap();
         rec.paths.push(request.url.path().to_string());
         rec.headers.push(
@@ -164,6 +188,7 @@ impl Respond for ScriptedResponder {
             Wire::OpenAi => validate::openai_request(&body, self.variant.stream),
             Wire::Anthropic => validate::anthropic_request(&body, self.variant.stream),
         };
+        let usage = self.cache.lock().unwrap().serve(self.variant.wire, &body);
         rec.requests.push(body);
         if let Err(v) = check {
             rec.violations.push(v.clone());
@@ -179,7 +204,7 @@ impl Respond for ScriptedResponder {
             return ResponseTemplate::new(400)
                 .set_body_json(json!({"error": {"message": "script exhausted"}}));
         };
-        wire::render(self.variant, &turn)
+        wire::render(self.variant, &turn, usage)
     }
 }
 
@@ -199,6 +224,7 @@ impl MockModel {
                 variant,
                 turns: Mutex::new(turns.into()),
                 recorded: Arc::clone(&recorded),
+                cache: Default::default(),
             })
             .mount(&server)
             .await;
@@ -225,8 +251,19 @@ impl MockModel {
         self.recorded.lock().unwrap().paths.clone()
     }
 
+    /// (arrival, response handed back) of every request, in microseconds
+    /// since the Unix epoch.
+    pub fn times(&self) -> Vec<(u64, u64)> {
+        self.recorded.lock().unwrap().times.clone()
+    }
+
     pub fn headers(&self) -> Vec<Vec<(String, String)>> {
         self.recorded.lock().unwrap().headers.clone()
+    }
+
+    /// Every broken wire rule, and a script that ran out.
+    pub fn violations(&self) -> Vec<String> {
+        self.recorded.lock().unwrap().violations.clone()
     }
 
     /// Panics if any request broke the wire rules or the script ran out.

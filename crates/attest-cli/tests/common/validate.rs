@@ -183,7 +183,31 @@ pub fn anthropic_request(body: &Value, stream: bool) -> Result<(), String> {
     if msgs.last().map(|m| &m["role"]) != Some(&Value::from("user")) {
         return err("the last message must be a user message".into());
     }
+    let breakpoints = cache_breakpoints(body);
+    if breakpoints > 4 {
+        return err(format!(
+            "A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+        ));
+    }
     Ok(())
+}
+
+/// Blocks marked with `cache_control` in an Anthropic request: tools,
+/// system blocks and message blocks.
+pub fn cache_breakpoints(body: &Value) -> usize {
+    let marked = |v: &Value| v.get("cache_control").is_some();
+    let tools = body["tools"].as_array().into_iter().flatten();
+    let system = body["system"].as_array().into_iter().flatten();
+    let blocks = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten());
+    tools
+        .chain(system)
+        .chain(blocks)
+        .filter(|b| marked(b))
+        .count()
 }
 
 /// (call id, content, is_error) of every tool result in a request.

@@ -1,12 +1,13 @@
 //! Renders scripted turns as real OpenAI / Anthropic responses.
 
+use super::prompt_cache::CacheUsage;
 use super::{Call, Turn, Variant, Wire};
 use serde_json::{json, Value};
 use wiremock::ResponseTemplate;
 
-pub fn render(variant: Variant, turn: &Turn) -> ResponseTemplate {
+pub fn render(variant: Variant, turn: &Turn, usage: CacheUsage) -> ResponseTemplate {
     match turn {
-        Turn::Delayed { delay, turn } => render(variant, turn).set_delay(*delay),
+        Turn::Delayed { delay, turn } => render(variant, turn, usage).set_delay(*delay),
         Turn::Status { code, retry_after } => {
             let mut t = ResponseTemplate::new(*code)
                 .set_body_json(json!({"error": {"message": format!("scripted status {code}"), "type": "server_error"}}));
@@ -27,19 +28,17 @@ pub fn render(variant: Variant, turn: &Turn) -> ResponseTemplate {
                 .map(str::to_string)
                 .unwrap_or_else(|| default_finish(variant.wire, calls));
             match (variant.wire, variant.stream) {
-                (Wire::OpenAi, false) => {
-                    ResponseTemplate::new(200).set_body_json(openai_body(text, calls, &finish))
-                }
-                (Wire::OpenAi, true) => sse(openai_chunks(text, calls, &finish, true)),
-                (Wire::Anthropic, false) => {
-                    ResponseTemplate::new(200).set_body_json(anthropic_body(text, calls, &finish))
-                }
-                (Wire::Anthropic, true) => sse(anthropic_events(text, calls, &finish, true)),
+                (Wire::OpenAi, false) => ResponseTemplate::new(200)
+                    .set_body_json(openai_body(text, calls, &finish, usage)),
+                (Wire::OpenAi, true) => sse(openai_chunks(text, calls, &finish, true, usage)),
+                (Wire::Anthropic, false) => ResponseTemplate::new(200)
+                    .set_body_json(anthropic_body(text, calls, &finish, usage)),
+                (Wire::Anthropic, true) => sse(anthropic_events(text, calls, &finish, true, usage)),
             }
         }
         Turn::BrokenStream { text, calls } => match variant.wire {
-            Wire::OpenAi => sse(openai_chunks(text, calls, "tool_calls", false)),
-            Wire::Anthropic => sse(anthropic_events(text, calls, "tool_use", false)),
+            Wire::OpenAi => sse(openai_chunks(text, calls, "tool_calls", false, usage)),
+            Wire::Anthropic => sse(anthropic_events(text, calls, "tool_use", false, usage)),
         },
     }
 }
@@ -58,7 +57,19 @@ fn sse(events: Vec<String>) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_raw(events.concat(), "text/event-stream")
 }
 
-fn openai_body(text: &str, calls: &[Call], finish: &str) -> Value {
+/// Usage as OpenAI reports it.
+fn openai_usage(u: CacheUsage) -> Value {
+    json!({"prompt_tokens": u.input, "completion_tokens": 7, "total_tokens": u.input + 7,
+           "prompt_tokens_details": {"cached_tokens": u.read}})
+}
+
+/// Usage as Anthropic reports it: `input_tokens` is the uncached part.
+fn anthropic_usage(u: CacheUsage, output: u64) -> Value {
+    json!({"input_tokens": u.input - u.read - u.written, "output_tokens": output,
+           "cache_read_input_tokens": u.read, "cache_creation_input_tokens": u.written})
+}
+
+fn openai_body(text: &str, calls: &[Call], finish: &str, usage: CacheUsage) -> Value {
     let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
     if !calls.is_empty() {
         message["tool_calls"] = calls
@@ -69,7 +80,7 @@ fn openai_body(text: &str, calls: &[Call], finish: &str) -> Value {
     json!({
         "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "test-model",
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        "usage": openai_usage(usage)
     })
 }
 
@@ -81,7 +92,13 @@ fn split_half(s: &str) -> (&str, &str) {
     s.split_at(mid)
 }
 
-fn openai_chunks(text: &str, calls: &[Call], finish: &str, terminate: bool) -> Vec<String> {
+fn openai_chunks(
+    text: &str,
+    calls: &[Call],
+    finish: &str,
+    terminate: bool,
+    usage: CacheUsage,
+) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| {
         format!(
             "data: {}\n\n",
@@ -118,7 +135,7 @@ fn openai_chunks(text: &str, calls: &[Call], finish: &str, terminate: bool) -> V
     out.push(format!(
         "data: {}\n\n",
         json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "choices": [],
-               "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+               "usage": openai_usage(usage)})
     ));
     out.push("data: [DONE]\n\n".into());
     out
@@ -128,7 +145,7 @@ fn tool_input(arguments: &str) -> Value {
     serde_json::from_str(arguments).expect("Anthropic non-streamed tool input must be JSON")
 }
 
-fn anthropic_body(text: &str, calls: &[Call], finish: &str) -> Value {
+fn anthropic_body(text: &str, calls: &[Call], finish: &str, usage: CacheUsage) -> Value {
     let mut content = Vec::new();
     if !text.is_empty() {
         content.push(json!({"type": "text", "text": text}));
@@ -139,16 +156,22 @@ fn anthropic_body(text: &str, calls: &[Call], finish: &str) -> Value {
     json!({
         "id": "msg_test", "type": "message", "role": "assistant", "model": "test-model",
         "content": content, "stop_reason": finish, "stop_sequence": null,
-        "usage": {"input_tokens": 11, "output_tokens": 7}
+        "usage": anthropic_usage(usage, 7)
     })
 }
 
-fn anthropic_events(text: &str, calls: &[Call], finish: &str, terminate: bool) -> Vec<String> {
+fn anthropic_events(
+    text: &str,
+    calls: &[Call],
+    finish: &str,
+    terminate: bool,
+    usage: CacheUsage,
+) -> Vec<String> {
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut out = vec![ev(
         "message_start",
         json!({"type": "message_start", "message": {"id": "msg_test", "type": "message", "role": "assistant",
-               "model": "test-model", "content": [], "stop_reason": null, "usage": {"input_tokens": 11, "output_tokens": 1}}}),
+               "model": "test-model", "content": [], "stop_reason": null, "usage": anthropic_usage(usage, 1)}}),
     )];
     let mut index = 0;
     if !text.is_empty() {

@@ -16,6 +16,15 @@ use attest_protocol::{
 };
 use std::sync::Arc;
 
+/// An earlier successful call identical to a new one.
+enum Earlier {
+    None,
+    /// Its result is still in the requests: the model has it.
+    InRequest(String),
+    /// Its result was compacted into the archive (the newest such call).
+    Compacted(String),
+}
+
 /// How executing one response's calls ended.
 pub(super) enum CallsOutcome {
     Continue,
@@ -167,26 +176,32 @@ impl Run<'_> {
         };
 
         // An observe (or internal) call identical to one that already
-        // succeeded is not run again: small models repeat reads instead of
-        // answering.
+        // succeeded, whose result the model still has, is not run again:
+        // small models repeat reads instead of answering. One whose result
+        // was compacted away runs again, and the model is told why (SPEC P2).
+        let mut rerun_of = None;
         if matches!(
             prepared.effect,
             EffectClass::Observe | EffectClass::Internal
         ) {
-            if let Some(earlier) = self.earlier_success(&call.name, &prepared.input_fingerprint) {
-                let reason = format!(
+            match self.earlier_success(&call.name, &prepared.input_fingerprint) {
+                Earlier::Compacted(id) => rerun_of = Some(id),
+                Earlier::None => {}
+                Earlier::InRequest(earlier) => {
+                    let reason = format!(
                     "`{}` with these arguments already returned its result at call {earlier} (above); answer from that result instead of calling it again",
                     call.name
                 );
-                self.record_refusal(step, call, ReceiptStatus::Skipped, &reason)?;
-                let fingerprint = format!("{}:{}", call.name, prepared.input_fingerprint);
-                let signal = self.doom.on_repeated_call(&call.name, &fingerprint);
-                return self.act_on_doom_signal(
-                    step,
-                    &call.name,
-                    signal,
-                    "kept repeating the same call",
-                );
+                    self.record_refusal(step, call, ReceiptStatus::Skipped, &reason)?;
+                    let fingerprint = format!("{}:{}", call.name, prepared.input_fingerprint);
+                    let signal = self.doom.on_repeated_call(&call.name, &fingerprint);
+                    return self.act_on_doom_signal(
+                        step,
+                        &call.name,
+                        signal,
+                        "kept repeating the same call",
+                    );
+                }
             }
         }
         let outcome = registry.check(&call.id, &prepared).await;
@@ -293,6 +308,13 @@ impl Run<'_> {
             },
             (None, false) => render::tool_result_text(receipt.status, &tool_text),
         };
+        let text = match rerun_of {
+            Some(earlier) => format!(
+                "[attest] the result of the identical call {earlier} was compacted out of this conversation, so the call ran again (`{}` can read the archived original):\n{text}",
+                super::HISTORY_TOOL
+            ),
+            None => text,
+        };
         self.record_result(step, call, text, receipt)?;
         self.watch_doom_loop(step, &call.name, fingerprint, success)
     }
@@ -340,15 +362,22 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The call id of an earlier successful call with this tool and these
-    /// canonical arguments, if any.
-    fn earlier_success(&self, tool: &str, fingerprint: &str) -> Option<String> {
-        self.receipts
-            .iter()
-            .find(|r| {
-                r.tool_name == tool && r.input_fingerprint == fingerprint && r.is_satisfying()
-            })
-            .map(|r| r.call_id.clone())
+    /// An earlier successful call with this tool and these canonical
+    /// arguments: one whose result is still in the requests if there is
+    /// one, else the newest compacted one.
+    fn earlier_success(&self, tool: &str, fingerprint: &str) -> Earlier {
+        let mut found = Earlier::None;
+        for r in self.receipts.iter().rev().filter(|r| {
+            r.tool_name == tool && r.input_fingerprint == fingerprint && r.is_satisfying()
+        }) {
+            if self.result_in_request(&r.call_id) {
+                return Earlier::InRequest(r.call_id.clone());
+            }
+            if matches!(found, Earlier::None) {
+                found = Earlier::Compacted(r.call_id.clone());
+            }
+        }
+        found
     }
 
     fn trace_permission(

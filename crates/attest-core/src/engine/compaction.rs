@@ -32,6 +32,76 @@ impl Default for CompactionPolicy {
     }
 }
 
+/// The model's context window and when compaction starts (SPEC P2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContextWindow {
+    /// Tokens the model accepts per request, prompt and output together.
+    pub tokens: usize,
+    /// Compact when a request would fill this fraction of the window
+    /// (after the output reservation); default 0.8.
+    pub trigger: f64,
+}
+
+impl ContextWindow {
+    /// What an unknown model is assumed to have.
+    pub const UNKNOWN_MODEL_TOKENS: usize = 128_000;
+    pub const DEFAULT_TRIGGER: f64 = 0.8;
+
+    pub fn new(tokens: usize) -> Self {
+        ContextWindow {
+            tokens,
+            trigger: Self::DEFAULT_TRIGGER,
+        }
+    }
+}
+
+impl CompactionPolicy {
+    /// Budgets sized from the model's window: the history may use the
+    /// trigger fraction of the window less the output reservation and the
+    /// prefix (system prompt and tools). The reservation is capped at a
+    /// quarter of the window and the history keeps at least an eighth of
+    /// the usable part, so a small window still leaves room to work.
+    pub fn for_context_window(
+        window: ContextWindow,
+        output_reserve: usize,
+        prefix_tokens: usize,
+    ) -> Self {
+        let trigger = window.trigger.clamp(0.05, 1.0);
+        let usable = (window.tokens as f64 * trigger) as usize;
+        let reserve = output_reserve.min(window.tokens / 4);
+        let history = usable
+            .saturating_sub(reserve)
+            .saturating_sub(prefix_tokens)
+            .max(usable / 8)
+            .max(1);
+        CompactionPolicy {
+            history_budget_tokens: history,
+            keep_recent_tokens: history / 3,
+        }
+    }
+}
+
+/// Tokens and JSON bytes of one transcript item as requests carry it,
+/// taken once when the item is logged.
+pub(super) fn item_size(item: &TranscriptItem) -> ItemSize {
+    let json = serde_json::to_string(item).unwrap_or_default();
+    ItemSize {
+        tokens: count_tokens(&json),
+        bytes: json.len(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ItemSize {
+    pub(super) tokens: usize,
+    pub(super) bytes: usize,
+}
+
+/// Bytes of a JSON array of items of these sizes, as `serde_json` writes it.
+pub(super) fn array_bytes(sizes: &[ItemSize]) -> usize {
+    2 + sizes.iter().map(|s| s.bytes).sum::<usize>() + sizes.len().saturating_sub(1)
+}
+
 /// First line of every compaction summary.
 pub const SUMMARY_HEADER: &str = "[attest] Summary of earlier history, compacted at a declared reset point. Every line names its source; the full originals are archived: call the `history` tool with a call id to read one.";
 
@@ -77,23 +147,63 @@ impl Run<'_> {
         }
     }
 
+    /// Tokens of [`Run::request_history`], from the per-item counts taken
+    /// once when each item was logged (never re-tokenizing the history).
+    pub(super) fn request_history_tokens(&self) -> usize {
+        match self.latest_compaction() {
+            Some((index, covers, _)) => {
+                let rest = covers.min(self.items.len());
+                self.item_sizes[index].tokens
+                    + (rest..self.items.len())
+                        .filter(|&i| !matches!(self.items[i], TranscriptItem::Compaction { .. }))
+                        .map(|i| self.item_sizes[i].tokens)
+                        .sum::<usize>()
+            }
+            None => {
+                self.prior_sizes.iter().map(|s| s.tokens).sum::<usize>()
+                    + self.item_sizes.iter().map(|s| s.tokens).sum::<usize>()
+            }
+        }
+    }
+
+    /// Whether the result of `call_id` (a call of this run) is still in the
+    /// requests, rather than compacted into the archive.
+    pub(super) fn result_in_request(&self, call_id: &str) -> bool {
+        let Some((_, covers, _)) = self.latest_compaction() else {
+            return true;
+        };
+        self.items[covers.min(self.items.len())..]
+            .iter()
+            .any(|i| matches!(i, TranscriptItem::ToolResult { call_id: id, .. } if id == call_id))
+    }
+
     /// The prefix the cache can reuse: system, tools and any compaction
     /// summary. It changes only at a declared reset point.
-    pub(super) fn current_prefix_hash(&self) -> String {
+    /// Cached: it is hashed again only when the compaction or the tool set
+    /// it depends on changed.
+    pub(super) fn current_prefix_hash(&mut self) -> String {
+        let tools = self.visible_tools();
+        let key = (self.latest_compaction().map(|(i, _, _)| i), tools.len());
+        if let Some((cached, hash)) = &self.prefix_cache {
+            if *cached == key {
+                return hash.clone();
+            }
+        }
         let mut system = self.system.clone();
         if let Some((_, _, summary)) = self.latest_compaction() {
             system.push('\u{0}');
             system.push_str(summary);
         }
-        prefix_hash(&system, &self.visible_tools())
+        let hash = prefix_hash(&system, &tools);
+        self.prefix_cache = Some((key, hash.clone()));
+        hash
     }
 
     /// Compact if the history is over budget (or `force`). Returns whether
     /// a compaction happened.
     pub(super) fn maybe_compact(&mut self, step: u32, force: bool) -> Result<bool, EngineError> {
-        let policy = self.cfg.compaction.clone();
-        let history = self.request_history();
-        let tokens = count_tokens(&serde_json::to_string(&history).unwrap_or_default());
+        let policy = self.compaction.clone();
+        let tokens = self.request_history_tokens();
         if !force && tokens <= policy.history_budget_tokens {
             return Ok(false);
         }
@@ -173,7 +283,7 @@ impl Run<'_> {
             start + 1
         };
         for i in (lowest..self.items.len()).rev() {
-            tail_tokens += count_tokens(&serde_json::to_string(&self.items[i]).unwrap_or_default());
+            tail_tokens += self.item_sizes[i].tokens;
             if tail_tokens > keep_recent {
                 break;
             }

@@ -15,7 +15,7 @@ mod model;
 mod run;
 mod tool_search;
 
-pub use compaction::{CompactionPolicy, SUMMARY_HEADER};
+pub use compaction::{CompactionPolicy, ContextWindow, SUMMARY_HEADER};
 pub use history_tool::HISTORY_TOOL;
 pub use tool_search::TOOL_SEARCH;
 
@@ -93,8 +93,12 @@ pub struct RunConfig {
     /// Earlier turns of the session, already reduced to evidence by
     /// [`crate::session_history`]. Sent before this run's items; not logged again.
     pub prior_history: Vec<TranscriptItem>,
-    /// When and how far history is compacted (SPEC E4).
+    /// When and how far history is compacted (SPEC E4), unless
+    /// `context_window` is set.
     pub compaction: CompactionPolicy,
+    /// The model's context window: when set, compaction is sized from it,
+    /// the prefix and `max_tokens` (SPEC P2), and `compaction` is not used.
+    pub context_window: Option<ContextWindow>,
     /// Layers after the base prompt, in SPEC D1 order (`AGENTS.md`,
     /// `SOUL.md`, `USER.md`, skills catalog, memory). Loaded once per run so
     /// the prefix stays byte-identical (SPEC D5).
@@ -117,6 +121,9 @@ pub struct RunConfig {
     /// How the front end answers `ask` when nobody is asked (`deny`,
     /// `allow`), recorded in `run_resumed`; the approver decides.
     pub approval: Option<String>,
+    /// Set only by `attest eval`: the group this run is an attempt of, whose
+    /// switches may turn guarantees off (SPEC I2). `None`: everything on.
+    pub eval_group: Option<attest_protocol::EvalGroup>,
 }
 
 /// How reasoning content ("thinking") is kept (SPEC D6). Reasoning text is
@@ -217,6 +224,7 @@ impl RunConfig {
             redactor: crate::redact::Redactor::new(),
             prior_history: Vec::new(),
             compaction: CompactionPolicy::default(),
+            context_window: None,
             context_layers: Vec::new(),
             doom_loop: DoomLoopLimits::default(),
             text_sink: None,
@@ -225,7 +233,16 @@ impl RunConfig {
             force_compaction: false,
             defer_tools_after: Some(24),
             approval: None,
+            eval_group: None,
         }
+    }
+
+    /// What this run leaves on: its eval group's switches, else everything.
+    pub fn switches(&self) -> attest_protocol::HarnessSwitches {
+        self.eval_group
+            .as_ref()
+            .map(|g| g.switches)
+            .unwrap_or_default()
     }
 }
 

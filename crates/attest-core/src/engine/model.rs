@@ -1,6 +1,7 @@
 //! Model calls: request assembly from the transcript, retries with
 //! backoff, interruption, and the protocol checks on each response.
 
+use super::compaction::array_bytes;
 use super::deltas::DeltaStream;
 use super::run::Run;
 use super::EngineError;
@@ -98,7 +99,11 @@ impl Run<'_> {
         let compacted = self
             .latest_compaction()
             .map(|(_, covers, summary)| (covers, summary.len()));
-        let mut context_sources = vec![source("base_prompt", 1, crate::base_system_prompt().len())];
+        let mut context_sources = vec![source(
+            "base_prompt",
+            1,
+            crate::prompt::base_prompt_for(self.cfg.switches().invariant_prompt).len(),
+        )];
         for layer in &self.cfg.context_layers {
             let mut s = source(&layer.name, 1, layer.text.len());
             s.truncated = layer.truncated;
@@ -114,19 +119,19 @@ impl Run<'_> {
                 let mut summary = source("compaction_summary", 1, summary_bytes);
                 summary.truncated = true;
                 context_sources.push(summary);
-                let rest = &self.items[covers.min(self.items.len())..];
-                context_sources.push(source("run_transcript", rest.len(), json_len(rest)));
+                let rest = &self.item_sizes[covers.min(self.items.len())..];
+                context_sources.push(source("run_transcript", rest.len(), array_bytes(rest)));
             }
             None => {
                 context_sources.push(source(
                     "session_history",
                     self.cfg.prior_history.len(),
-                    json_len(&self.cfg.prior_history),
+                    array_bytes(&self.prior_sizes),
                 ));
                 context_sources.push(source(
                     "run_transcript",
                     self.items.len(),
-                    json_len(&self.items),
+                    array_bytes(&self.item_sizes),
                 ));
             }
         }
@@ -146,6 +151,7 @@ impl Run<'_> {
             max_tokens: self.cfg.max_tokens,
             temperature: self.cfg.temperature,
             stop: Vec::new(),
+            cache_key: Some(self.cache_key.clone()),
         };
         let provider = Arc::clone(&self.engine.provider);
         // Live text (progress events, the chat's display) is redacted
@@ -287,6 +293,7 @@ impl Run<'_> {
             input_tokens: response.usage.input_tokens,
             output_tokens: response.usage.output_tokens,
             cached_input_tokens: response.usage.cached_input_tokens,
+            cache_creation_input_tokens: response.usage.cache_creation_input_tokens,
         })?;
         self.trace(TraceRecord::RawOutput {
             step,
@@ -326,8 +333,4 @@ fn source(name: &str, items: usize, bytes: usize) -> ContextSource {
         bytes,
         truncated: false,
     }
-}
-
-fn json_len(items: &[TranscriptItem]) -> usize {
-    serde_json::to_vec(items).map_or(0, |v| v.len())
 }

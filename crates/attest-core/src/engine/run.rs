@@ -1,6 +1,7 @@
 //! The loop of one run and its terminal decision.
 
 use super::calls::CallsOutcome;
+use super::compaction::{item_size, CompactionPolicy, ItemSize};
 use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
@@ -11,12 +12,12 @@ use crate::harness_echo::repeats_harness_text;
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
 use crate::prompt::{
-    base_system_prompt, corrective_message, grounding_corrective, own_answer_corrective,
-    CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
+    base_prompt_for, base_system_prompt, corrective_message, grounding_corrective,
+    own_answer_corrective, CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
 };
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
-use crate::state::{render_tail, AgentState, TailBudget};
+use crate::state::{count_tokens, render_tail, AgentState, TailBudget};
 use crate::tool::{Tool, ToolRegistry};
 use attest_protocol::CompletionContract;
 use attest_protocol::{
@@ -47,6 +48,17 @@ pub(super) struct Run<'a> {
     seq: u64,
     /// This run's transcript items (earlier turns are in `cfg.prior_history`).
     pub(super) items: Vec<TranscriptItem>,
+    /// Tokens and bytes of each of `items`, taken once when it was logged.
+    pub(super) item_sizes: Vec<ItemSize>,
+    /// The same for `cfg.prior_history`.
+    pub(super) prior_sizes: Vec<ItemSize>,
+    /// The prefix hash and what it was computed for (compaction index,
+    /// number of visible tools).
+    pub(super) prefix_cache: Option<((Option<usize>, usize), String)>,
+    /// This run's budgets: from the model's context window when known.
+    pub(super) compaction: CompactionPolicy,
+    /// The session's prompt-cache key: every run of a session shares its prefix.
+    pub(super) cache_key: String,
     pub(super) receipts: Vec<Receipt>,
     pub(super) usage: Usage,
     steps: u32,
@@ -98,8 +110,9 @@ impl<'a> Run<'a> {
             Some(n) if tools.len() > n => tools.split_off(n),
             _ => Vec::new(),
         };
-        // SPEC D1: the base invariants first, never overridable, then the layers.
-        let mut system = base_system_prompt().to_string();
+        // SPEC D1: the base invariants first, never overridable (only an
+        // eval group switches them off), then the layers.
+        let mut system = base_prompt_for(cfg.switches().invariant_prompt).to_string();
         for layer in cfg
             .context_layers
             .iter()
@@ -187,6 +200,16 @@ impl<'a> Run<'a> {
         }
         let internal_registry =
             Arc::new(ToolRegistry::new(internal).expect("uniquely named internal tools"));
+        let item_sizes = items.iter().map(item_size).collect();
+        let prior_sizes = cfg.prior_history.iter().map(item_size).collect();
+        let compaction = match cfg.context_window {
+            Some(window) => {
+                let prefix = count_tokens(&system)
+                    + count_tokens(&serde_json::to_string(&tools).unwrap_or_default());
+                CompactionPolicy::for_context_window(window, cfg.max_tokens as usize, prefix)
+            }
+            None => cfg.compaction.clone(),
+        };
         Run {
             engine,
             cfg,
@@ -195,6 +218,11 @@ impl<'a> Run<'a> {
             trace_id: cfg.trace_id.clone(),
             seq: last_seq,
             items,
+            item_sizes,
+            prior_sizes,
+            prefix_cache: None,
+            compaction,
+            cache_key: cache_key(&cfg.session_id),
             receipts,
             usage: Usage::default(),
             steps,
@@ -237,6 +265,12 @@ impl<'a> Run<'a> {
                     loop_version: LOOP_VERSION.to_string(),
                     prompt_version: self.engine.prompt_version(),
                 })?;
+                if let Some(g) = &self.cfg.eval_group {
+                    self.trace(TraceRecord::EvalGroup {
+                        group: g.name.clone(),
+                        switches: g.switches,
+                    })?;
+                }
                 let prompt = self.redact(prompt);
                 self.state = AgentState::with_goal(&prompt, "user_input");
                 self.push(TranscriptItem::UserInput { text: prompt })?;
@@ -303,6 +337,24 @@ impl<'a> Run<'a> {
                     raw: self.redact_raw(&response),
                 })?;
                 self.emit(EventBody::ProtocolError { step, kind, detail })?;
+                if !self.cfg.switches().protocol_isolation {
+                    // A naive loop (eval groups without protocol isolation):
+                    // the text enters history as written.
+                    if !response.tool_calls.is_empty() {
+                        if let Some(outcome) = self.calls_step(step, &response).await? {
+                            return Ok(outcome);
+                        }
+                        continue;
+                    }
+                    if let Some(answer) = naive_answer(&response.text) {
+                        self.push_assistant(&response, AssistantPhase::Answer)?;
+                        self.last_answer = Some(self.redact(answer));
+                        if let Some(outcome) = self.judge_answer(step)? {
+                            return Ok(outcome);
+                        }
+                        continue;
+                    }
+                }
                 self.push(TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::ProtocolPlaceholder,
                     text: PROTOCOL_PLACEHOLDER.to_string(),
@@ -318,17 +370,10 @@ impl<'a> Run<'a> {
             }
 
             if !response.tool_calls.is_empty() {
-                match self.run_calls(step, &response).await? {
-                    CallsOutcome::Continue => continue,
-                    CallsOutcome::Interrupted(why) => return self.finish_interrupted(why),
-                    CallsOutcome::DoomLoop(basis) => {
-                        return self.finish(
-                            TerminalState::Incomplete,
-                            TerminalReason::DoomLoop,
-                            basis,
-                        )
-                    }
+                if let Some(outcome) = self.calls_step(step, &response).await? {
+                    return Ok(outcome);
                 }
+                continue;
             }
 
             if response.finish == FinishKind::ToolUse {
@@ -418,6 +463,21 @@ impl<'a> Run<'a> {
         )
     }
 
+    /// Execute a response's calls; `Some` ends the run.
+    async fn calls_step(
+        &mut self,
+        step: u32,
+        response: &ModelResponse,
+    ) -> Result<Option<RunOutcome>, EngineError> {
+        Ok(match self.run_calls(step, response).await? {
+            CallsOutcome::Continue => None,
+            CallsOutcome::Interrupted(why) => Some(self.finish_interrupted(why)?),
+            CallsOutcome::DoomLoop(basis) => {
+                Some(self.finish(TerminalState::Incomplete, TerminalReason::DoomLoop, basis)?)
+            }
+        })
+    }
+
     /// Log the response's text (redacted) with its reasoning as the policy
     /// keeps it; returns the logged text.
     pub(super) fn push_assistant(
@@ -450,6 +510,14 @@ impl<'a> Run<'a> {
     /// Judge the answer just logged. `Some` ends the run; `None` means a
     /// corrective turn was injected and the loop goes on.
     fn judge_answer(&mut self, step: u32) -> Result<Option<RunOutcome>, EngineError> {
+        if !self.cfg.switches().receipt_guard {
+            let outcome = self.finish(
+                TerminalState::Completed,
+                TerminalReason::AnswerAccepted,
+                "receipt guard off (eval group): the answer was accepted without judging it against the contract".to_string(),
+            )?;
+            return Ok(Some(outcome));
+        }
         let answer = self.last_answer.clone().unwrap_or_default();
         if self.repeats_harness_text(&answer) {
             // Not the model's answer (hole 7): treated like none.
@@ -869,6 +937,7 @@ impl<'a> Run<'a> {
 
     pub(super) fn push(&mut self, item: TranscriptItem) -> Result<(), EngineError> {
         self.log.append(&LogEntry::Item { item: item.clone() })?;
+        self.item_sizes.push(item_size(&item));
         self.items.push(item);
         Ok(())
     }
@@ -916,6 +985,24 @@ impl<'a> Run<'a> {
     pub(super) fn redact(&self, text: &str) -> String {
         self.redactor.redact_to(text, usize::MAX)
     }
+}
+
+/// A session's prompt-cache key: short, fixed-length, stable across its runs.
+fn cache_key(session_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = hex::encode(Sha256::digest(session_id.as_bytes()));
+    format!("attest-{}", &digest[..32])
+}
+
+/// What a naive loop takes as the answer of a response that broke the
+/// protocol: the text after its last `Final Answer:`, else all of it; `None`
+/// when nothing is left.
+fn naive_answer(text: &str) -> Option<&str> {
+    let answer = match text.rfind("Final Answer:") {
+        Some(at) => &text[at + "Final Answer:".len()..],
+        None => text,
+    };
+    Some(answer.trim()).filter(|a| !a.is_empty())
 }
 
 /// Whether a receipt's tool is one the contract needs (its failures block).

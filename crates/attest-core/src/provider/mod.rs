@@ -39,6 +39,12 @@ pub trait ModelProvider: Send + Sync {
             tool.name
         )
     }
+    /// The model's context window in tokens, where the provider knows it
+    /// for certain (a local GGUF's `context_length`); the engine sizes
+    /// compaction from it (SPEC P2).
+    fn context_window(&self) -> Option<usize> {
+        None
+    }
     /// Perform one model call. No retries here: the engine retries, so every
     /// attempt is visible in the event stream.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;

@@ -13,6 +13,10 @@ pub struct ModelRequest {
     pub temperature: Option<f32>,
     /// Stop sequences, where the wire format supports them.
     pub stop: Vec<String>,
+    /// Names the cacheable prefix this request shares with the run's
+    /// others (derived from the session), for providers that route by it
+    /// (OpenAI's `prompt_cache_key`); `None` sends no key.
+    pub cache_key: Option<String>,
 }
 
 /// A tool call as parsed from a response. `arguments` is the raw JSON text the

@@ -68,6 +68,7 @@ impl TextProtocolProvider {
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             stop,
+            cache_key: request.cache_key.clone(),
         }
     }
 
@@ -128,7 +129,13 @@ impl TextProtocolProvider {
                     _ => FinishKind::Stop,
                 };
             }
-            Err(violation) => out.protocol_violation = Some(violation),
+            Err(violation) => {
+                // The engine keeps none of it in history; the text goes to
+                // the audit trace (and, in an eval group without protocol
+                // isolation, into history as written).
+                out.text = inner.text;
+                out.protocol_violation = Some(violation);
+            }
         }
         out
     }
@@ -157,6 +164,10 @@ impl ModelProvider for TextProtocolProvider {
 
     fn model(&self) -> &str {
         self.inner.model()
+    }
+
+    fn context_window(&self) -> Option<usize> {
+        self.inner.context_window()
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {

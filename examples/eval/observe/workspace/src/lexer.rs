@@ -1,0 +1,2 @@
+// The lexer.
+pub fn lex() {}

@@ -1,0 +1,2 @@
+// The parser.
+pub fn parse() {}
