@@ -102,6 +102,7 @@ impl Approver for TerminalApprover {
                 approved: true,
                 decided_by: "session".into(),
                 message: None,
+                via: Some("terminal".into()),
             }
         } else {
             {
@@ -126,6 +127,7 @@ impl Approver for TerminalApprover {
                             approved: true,
                             decided_by: "user".into(),
                             message: None,
+                            via: Some("terminal".into()),
                         },
                         "a" | "always" => {
                             if let Ok(mut a) = self.always.lock() {
@@ -135,12 +137,14 @@ impl Approver for TerminalApprover {
                                 approved: true,
                                 decided_by: "user".into(),
                                 message: None,
+                                via: Some("terminal".into()),
                             }
                         }
                         _ => ApprovalDecision {
                             approved: false,
                             decided_by: "user".into(),
                             message: (!rest.trim().is_empty()).then(|| rest.trim().to_string()),
+                            via: Some("terminal".into()),
                         },
                     }
                 }
@@ -148,11 +152,13 @@ impl Approver for TerminalApprover {
                     approved: false,
                     decided_by: "user".into(),
                     message: Some("the terminal closed".into()),
+                    via: Some("terminal".into()),
                 },
                 Err(_) => ApprovalDecision {
                     approved: false,
                     decided_by: "timeout".into(),
                     message: None,
+                    via: None,
                 },
             }
         };

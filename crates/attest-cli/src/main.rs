@@ -10,6 +10,7 @@ mod memory_cmd;
 mod output;
 mod render;
 mod run_cmd;
+mod serve_cmd;
 mod setup;
 mod trust_cmd;
 mod workspace_cmd;
@@ -74,6 +75,11 @@ enum Command {
     /// Durable memory with provenance: list, show, promote, retract,
     /// verify, import, and sync MEMORY.md hand edits.
     Memory(memory_cmd::MemoryArgs),
+    /// Serve runs over HTTP: a JSON API, event streams that resume
+    /// exactly (Last-Event-ID), approvals, bearer tokens with scopes.
+    Serve(serve_cmd::ServeArgs),
+    /// Bearer tokens of `attest serve`: create (printed once), list, revoke.
+    Token(serve_cmd::TokenArgs),
     /// Evaluate the harness: a suite's cases K times per A/B group, with
     /// metrics and intervals (`report` writes HTML, `compare` diffs two
     /// result files).
@@ -107,6 +113,8 @@ fn main() -> ExitCode {
         Command::Doctor(args) => workspace_cmd::doctor(args),
         Command::Memory(args) => report(memory_cmd::run(args)),
         Command::Trust(args) => report(trust_cmd::run(args)),
+        Command::Serve(args) => report(runtime.block_on(serve_cmd::serve(args))),
+        Command::Token(args) => report(serve_cmd::token(args)),
         Command::Eval(args) => {
             runtime.block_on(attest_cli::eval::cli::run(args, &eval_runner::runner))
         }

@@ -208,6 +208,15 @@ pub fn user_cache_dir() -> Option<PathBuf> {
     })
 }
 
+/// `$XDG_DATA_HOME/attest` or `~/.local/share/attest`.
+pub fn user_data_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    Some(base.join("attest"))
+}
+
 /// `$XDG_CONFIG_HOME/attest` or `~/.config/attest`.
 pub fn user_config_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")

@@ -6,9 +6,14 @@ use async_trait::async_trait;
 #[derive(Debug, Clone)]
 pub struct ApprovalRequest {
     pub call_id: String,
+    /// The run the call belongs to.
+    pub run_id: String,
     pub tool_name: String,
+    /// Redacted, as logged.
     pub arguments: serde_json::Value,
     pub reason: String,
+    /// The permission rule that asked, when one matched.
+    pub rule: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +23,9 @@ pub struct ApprovalDecision {
     pub decided_by: String,
     /// Optional message shown to the model with a denial.
     pub message: Option<String>,
+    /// How the decision arrived: `terminal`, `api`, `webhook`; `None` for
+    /// a decision the harness made itself (a flag, a timeout).
+    pub via: Option<String>,
 }
 
 /// Decides approvals. The CLI's `--approval` flag, an interactive prompt and
@@ -51,8 +59,16 @@ impl Approver for StaticApprover {
             approved: self.approve,
             decided_by: self.decided_by.clone(),
             message: None,
+            via: None,
         }
     }
+}
+
+/// An approval waiting for its decision.
+#[derive(Debug, Clone)]
+pub struct PendingApproval {
+    pub request: ApprovalRequest,
+    pub requested_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// Approvals waiting for a decision from somewhere else (a terminal, the
@@ -65,7 +81,7 @@ pub struct PendingApprovals {
         std::collections::BTreeMap<
             String,
             (
-                ApprovalRequest,
+                PendingApproval,
                 tokio::sync::oneshot::Sender<ApprovalDecision>,
             ),
         >,
@@ -82,9 +98,14 @@ impl PendingApprovals {
 
     /// The approvals waiting now, oldest call id first.
     pub fn pending(&self) -> Vec<ApprovalRequest> {
+        self.waiting().into_iter().map(|p| p.request).collect()
+    }
+
+    /// The approvals waiting now with when each was requested.
+    pub fn waiting(&self) -> Vec<PendingApproval> {
         self.waiting
             .lock()
-            .map(|w| w.values().map(|(r, _)| r.clone()).collect())
+            .map(|w| w.values().map(|(p, _)| p.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -103,8 +124,12 @@ impl PendingApprovals {
 impl Approver for PendingApprovals {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let pending = PendingApproval {
+            request: request.clone(),
+            requested_at: chrono::Utc::now(),
+        };
         if let Ok(mut w) = self.waiting.lock() {
-            w.insert(request.call_id.clone(), (request.clone(), tx));
+            w.insert(request.call_id.clone(), (pending, tx));
         }
         let decision = tokio::time::timeout(self.timeout, rx).await;
         if let Ok(mut w) = self.waiting.lock() {
@@ -117,6 +142,7 @@ impl Approver for PendingApprovals {
                 approved: false,
                 decided_by: "timeout".into(),
                 message: None,
+                via: None,
             },
         }
     }
@@ -131,9 +157,11 @@ mod tests {
     fn request(id: &str) -> ApprovalRequest {
         ApprovalRequest {
             call_id: id.into(),
+            run_id: "run_1".into(),
             tool_name: "shell".into(),
             arguments: serde_json::json!({"command": "touch x"}),
             reason: "ask".into(),
+            rule: None,
         }
     }
 
@@ -153,7 +181,8 @@ mod tests {
             ApprovalDecision {
                 approved: true,
                 decided_by: "api".into(),
-                message: None
+                message: None,
+                via: Some("api".into()),
             }
         ));
         assert!(manager.resolve(
@@ -161,7 +190,8 @@ mod tests {
             ApprovalDecision {
                 approved: true,
                 decided_by: "api".into(),
-                message: None
+                message: None,
+                via: Some("api".into()),
             }
         ));
         let decision = waiting.await.unwrap();

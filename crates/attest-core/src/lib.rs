@@ -48,7 +48,9 @@ pub mod state;
 pub mod text;
 pub mod tool;
 
-pub use approval::{ApprovalDecision, ApprovalRequest, Approver, PendingApprovals, StaticApprover};
+pub use approval::{
+    ApprovalDecision, ApprovalRequest, Approver, PendingApproval, PendingApprovals, StaticApprover,
+};
 pub use engine::{
     new_id, prefix_hash, CompactionPolicy, ContextLayer, ContextWindow, DoomLoopLimits, Engine,
     EngineError, Observer, ReasoningPolicy, ResumeState, RetryPolicy, RunConfig, RunOutcome,

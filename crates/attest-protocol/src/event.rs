@@ -145,8 +145,13 @@ pub enum EventBody {
         call_id: String,
         tool_name: String,
         approved: bool,
-        /// Who decided: `policy`, `flag`, `user`, `timeout`, `non_interactive`.
+        /// Who decided: `policy`, `flag`, `user`, `timeout`,
+        /// `non_interactive`, or the name of the API token that decided.
         decided_by: String,
+        /// How the decision arrived (`terminal`, `api`, `webhook`); absent
+        /// for one the harness made itself. When: the event's `ts`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
     },
     CorrectiveInjected {
         step: u32,

@@ -18,18 +18,22 @@
 mod chain;
 mod memory;
 mod records;
+mod server;
 mod sqlite;
 
 pub use chain::{ChainBreak, ChainVerdict};
 
 pub use records::{Artifact, NewRun, RunRecord, RunStatus, SessionRecord};
+pub use server::{
+    Enqueued, Lease, NewToken, QueueRecord, QueuedRun, ServerStore, StoredEvent, TokenRecord,
+};
 pub use sqlite::SqliteStore;
 
 use attest_protocol::{LogEntry, MemoryItem, MemoryStatus, TranscriptItem};
 use chrono::{DateTime, Utc};
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_archive.sql"),
     include_str!("../migrations/0003_memory.sql"),
     include_str!("../migrations/0004_hash_chain.sql"),
+    include_str!("../migrations/0005_server.sql"),
 ];
 
 /// Where a run's chain stands, as this process last saw it.
@@ -47,7 +48,7 @@ impl Head {
 
 /// The embedded default store, `<workspace>/.attest/attest.db`.
 pub struct SqliteStore {
-    conn: Connection,
+    pub(crate) conn: Connection,
     /// Where the chain of each run appended to by this process stands.
     heads: HashMap<String, Head>,
 }
@@ -58,7 +59,7 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 

@@ -38,6 +38,8 @@ enum ProviderChoice {
     Spec(ProviderSpec),
     /// The embedder's own.
     Custom(Arc<dyn ModelProvider>),
+    /// Built once from a spec and shared by many engines (the server's).
+    Built(crate::provider::BuiltProvider),
 }
 
 /// Where runs are stored.
@@ -148,6 +150,13 @@ impl EngineBuilder {
     /// As [`EngineBuilder::provider`], for a provider already shared.
     pub fn provider_arc(mut self, provider: Arc<dyn ModelProvider>) -> Self {
         self.provider = ProviderChoice::Custom(provider);
+        self
+    }
+
+    /// Use a provider [`build_provider`] made, shared by several engines:
+    /// its secrets are still scrubbed and its spec stored with each run.
+    pub fn built_provider(mut self, built: crate::provider::BuiltProvider) -> Self {
+        self.provider = ProviderChoice::Built(built);
         self
     }
 
@@ -398,6 +407,13 @@ impl EngineBuilder {
                     Some(built.resolved),
                 )
             }
+            ProviderChoice::Built(built) => (
+                Arc::clone(&built.provider),
+                built.label.clone(),
+                built.secrets.clone(),
+                built.hidden_env.clone(),
+                Some(built.resolved.clone()),
+            ),
             ProviderChoice::Custom(p) => (
                 Arc::clone(p),
                 format!("{} {}", p.name(), p.model()),

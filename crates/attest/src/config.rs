@@ -46,6 +46,29 @@ pub struct ConfigFile {
     /// Tool allow-lists by profile name.
     #[serde(default)]
     pub profiles: std::collections::BTreeMap<String, Profile>,
+    /// `attest serve`: where it keeps its store and the runs' workspaces.
+    #[serde(default)]
+    pub server: ServerSection,
+}
+
+/// `attest serve` (SPEC J2). Relative paths are relative to the config
+/// file's directory.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Where the server's store (`server.db`) lives.
+    pub data_dir: Option<PathBuf>,
+    /// A run's `workspace` names a directory under this one (default:
+    /// `<data_dir>/workspaces`).
+    pub workspaces_root: Option<PathBuf>,
+    /// An approval nobody decided within this many seconds is denied
+    /// (default 300).
+    pub approval_timeout_secs: Option<u64>,
+    /// Runs driven at once; the rest wait in the queue (default 1024).
+    pub max_concurrent_runs: Option<usize>,
+    /// Seconds between heartbeat comments on an idle event stream
+    /// (default 15).
+    pub heartbeat_secs: Option<u64>,
 }
 
 /// `[telemetry]`: where spans are exported, and whether they carry contents.

@@ -225,9 +225,11 @@ impl Run<'_> {
             ChainOutcome::NeedsApproval(pending) => {
                 let request = ApprovalRequest {
                     call_id: call.id.clone(),
+                    run_id: self.cfg.run_id.clone(),
                     tool_name: call.name.clone(),
                     arguments: log_arguments.clone(),
                     reason: pending.reason.clone(),
+                    rule: rule.clone(),
                 };
                 self.emit(EventBody::ApprovalRequested {
                     call_id: request.call_id.clone(),
@@ -241,6 +243,7 @@ impl Run<'_> {
                     tool_name: call.name.clone(),
                     approved: decision.approved,
                     decided_by: decision.decided_by.clone(),
+                    via: decision.via.clone(),
                 })?;
                 self.trace_permission(
                     call,
