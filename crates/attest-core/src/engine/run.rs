@@ -12,8 +12,8 @@ use crate::harness_echo::repeats_harness_text;
 use crate::judge::{judge, Attempt, Judgement};
 use crate::log::{LogEntry, RunLog};
 use crate::prompt::{
-    base_prompt_for, base_system_prompt, corrective_message, grounding_corrective,
-    own_answer_corrective, CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
+    base_prompt_for, corrective_message, grounding_corrective, own_answer_corrective,
+    CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
 };
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;

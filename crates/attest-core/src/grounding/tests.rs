@@ -249,13 +249,22 @@ fn the_path_a_successful_receipt_acted_on_is_grounded_but_is_no_use_of_evidence(
         run: vec![read.clone()],
         ..Evidence::default()
     };
-    let g = ground("You can use read_file on `config.toml` to find it.", &evidence);
+    let g = ground(
+        "You can use read_file on `config.toml` to find it.",
+        &evidence,
+    );
     assert!(g.ungrounded.is_empty(), "{g:?}");
-    assert!(g.values.iter().any(|v| v.value == "config.toml" && v.acted_on));
+    assert!(g
+        .values
+        .iter()
+        .any(|v| v.value == "config.toml" && v.acted_on));
     assert!(!g.evidence_used, "{g:?}");
     // The arguments alone (no receipt path) ground nothing.
     let echo = Evidence {
-        run: vec![Source { target: None, ..read }],
+        run: vec![Source {
+            target: None,
+            ..read
+        }],
         ..Evidence::default()
     };
     assert!(!ground("`config.toml`", &echo).ungrounded.is_empty());
