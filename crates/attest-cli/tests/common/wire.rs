@@ -65,7 +65,7 @@ fn openai_usage(u: CacheUsage) -> Value {
 
 /// Usage as Anthropic reports it: `input_tokens` is the uncached part.
 fn anthropic_usage(u: CacheUsage, output: u64) -> Value {
-    json!({"input_tokens": u.input - u.read - u.written, "output_tokens": output,
+    json!({"input_tokens": u.input.saturating_sub(u.read + u.written), "output_tokens": output,
            "cache_read_input_tokens": u.read, "cache_creation_input_tokens": u.written})
 }
 
