@@ -265,12 +265,13 @@ fn is_count_value(value: &str) -> bool {
 /// key, 3 the separator, then the value — 4 double-quoted (spaces and
 /// escapes included, so `"password": "correct horse battery"` goes whole),
 /// 5 double-quoted inside a JSON string (`\"password\": \"a b\"`, as raw
-/// response bodies hold model text), 6 single-quoted, 7 bare.
+/// response bodies hold model text), 6 single-quoted, 7 bare — never an
+/// object or array (`"prompt_tokens_details": {…}` is structure, not a value).
 fn secret_assignment() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r#"(?i)\b([a-z0-9_.-]*(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth)[a-z0-9_.-]*)(\\?\x22?\s*[:=]\s*)(?:\x22((?:[^\x22\\\n]|\\.)*)\x22|\\\x22((?:[^\x22\\\n]|\\\\.)*?)\\\x22|'([^'\n]*)'|\\?\x22?([^\s\x22\\',;&]+))"#,
+            r#"(?i)\b([a-z0-9_.-]*(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth)[a-z0-9_.-]*)(\\?\x22?\s*[:=]\s*)(?:\x22((?:[^\x22\\\n]|\\.)*)\x22|\\\x22((?:[^\x22\\\n]|\\\\.)*?)\\\x22|'([^'\n]*)'|\\?\x22?([^\s\x22\\',;&{\[][^\s\x22\\',;&]*))"#,
         )
         .unwrap_or_else(|e| panic!("built-in redaction pattern must compile: {e}"))
     })
@@ -645,5 +646,19 @@ mod tests {
         for k in ["path", "command", "author", "keyword", "monkey"] {
             assert!(!is_secret_key(k), "{k}");
         }
+    }
+}
+
+#[cfg(test)]
+mod structure_tests {
+    use super::*;
+
+    #[test]
+    fn an_object_under_a_secret_like_key_is_structure_not_a_value() {
+        let body = r#"{"usage":{"prompt_tokens":12,"prompt_tokens_details":{"cached_tokens":0}},"auth":{"token":"s3cr3t-value-x"}}"#;
+        let out = Redactor::new().redact(body);
+        assert!(out.contains(r#""prompt_tokens_details":{"cached_tokens":0}"#), "{out}");
+        assert!(!out.contains("s3cr3t-value-x"), "{out}");
+        assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok(), "{out}");
     }
 }
