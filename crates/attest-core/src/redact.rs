@@ -657,8 +657,14 @@ mod structure_tests {
     fn an_object_under_a_secret_like_key_is_structure_not_a_value() {
         let body = r#"{"usage":{"prompt_tokens":12,"prompt_tokens_details":{"cached_tokens":0}},"auth":{"token":"s3cr3t-value-x"}}"#;
         let out = Redactor::new().redact(body);
-        assert!(out.contains(r#""prompt_tokens_details":{"cached_tokens":0}"#), "{out}");
+        assert!(
+            out.contains(r#""prompt_tokens_details":{"cached_tokens":0}"#),
+            "{out}"
+        );
         assert!(!out.contains("s3cr3t-value-x"), "{out}");
-        assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok(), "{out}");
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&out).is_ok(),
+            "{out}"
+        );
     }
 }
