@@ -293,7 +293,13 @@ async fn a_run_streams_to_done_and_last_event_id_resumes_exactly_across_sigkill_
     let seen_before_kill = a.clone();
     let last_before = a.last().unwrap().0;
 
-    // SIGKILL while the second model call is in flight; restart.
+    // SIGKILL while the second model call is in flight (the mock has it,
+    // and holds its answer back); restart.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while model.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "the second model call never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     server.kill();
     let server = Server::start(&dir);
     let url = server.url(&format!("/v1/runs/{run_id}/events"));

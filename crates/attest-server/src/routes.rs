@@ -375,8 +375,7 @@ pub async fn list_approvals(
     }
     Ok(Json(
         state
-            .desk
-            .waiting()
+            .pending_approvals()
             .into_iter()
             .map(|p| PendingApprovalView {
                 call_id: p.request.call_id,
@@ -420,8 +419,7 @@ pub async fn decide_approval(
         via: Some("api".into()),
     };
     let pending = state
-        .desk
-        .resolve(&call_id, decision, request.scope == DecisionScope::Session)
+        .decide_approval(&call_id, decision, request.scope == DecisionScope::Session)?
         .ok_or_else(|| ApiError::NotFound(format!("no approval is pending for `{call_id}`")))?;
     Ok(Json(ApprovalDecided {
         call_id,
@@ -540,7 +538,7 @@ pub async fn metrics(
     let text = crate::metrics::render(&crate::metrics::Snapshot {
         runs_by_state: by_state,
         active_runs: state.active_runs() as u64,
-        approvals_pending: state.desk.waiting().len() as u64,
+        approvals_pending: state.pending_approvals().len() as u64,
         step_latency: &state.latency,
     });
     Ok((

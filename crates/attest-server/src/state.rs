@@ -6,7 +6,8 @@ use crate::error::ApiError;
 use crate::hub::Hub;
 use crate::metrics::StepLatency;
 use attest::store::{ServerStore, SqliteStore};
-use attest::{BuiltProvider, EnvLookup, Notices, SharedStore};
+use attest::core::PendingApproval;
+use attest::{ApprovalDecision, BuiltProvider, EnvLookup, Notices, SharedStore};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -56,6 +57,22 @@ impl Inner {
     /// The API's store connection, for a few synchronous calls.
     pub fn store(&self) -> MutexGuard<'_, Box<dyn ServerStore>> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Approvals waiting for a decision.
+    pub fn pending_approvals(&self) -> Vec<PendingApproval> {
+        self.desk.waiting()
+    }
+
+    /// Decide the approval `call_id` waits for (from the API or a signed
+    /// callback); `None` when nothing waits for it.
+    pub fn decide_approval(
+        &self,
+        call_id: &str,
+        decision: ApprovalDecision,
+        for_session: bool,
+    ) -> Result<Option<PendingApproval>, ApiError> {
+        Ok(self.desk.resolve(call_id, decision, for_session))
     }
 
     pub fn active_runs(&self) -> usize {
