@@ -24,13 +24,14 @@ mod sqlite;
 
 pub use chain::{ChainBreak, ChainVerdict};
 
-pub use records::{Artifact, NewRun, RunRecord, RunStatus, SessionRecord};
-pub use server::{
-    ApprovalRecord, Enqueued, Lease, NewToken, QueueRecord, QueuedRun, ServerStore, StoredEvent, TokenRecord,
-};
 pub use postgres::{
     shown_url, PgListener, PgStore, APPROVALS_CHANNEL, EVENTS_CHANNEL, PG_SCHEMA_VERSION,
     QUEUE_CHANNEL,
+};
+pub use records::{Artifact, NewRun, RunRecord, RunStatus, SessionRecord};
+pub use server::{
+    ApprovalRecord, Enqueued, Lease, NewToken, QueueRecord, QueuedRun, ServerStore, StoredEvent,
+    TokenRecord,
 };
 pub use sqlite::SqliteStore;
 
@@ -66,7 +67,9 @@ pub enum StoreError {
     AmbiguousMemory(String),
     #[error("run {run} was claimed by another process ({pid}) first")]
     AlreadyClaimed { run: String, pid: u32 },
-    #[error("run {run}: this worker's lease (epoch {epoch}) was taken over; its writes are refused")]
+    #[error(
+        "run {run}: this worker's lease (epoch {epoch}) was taken over; its writes are refused"
+    )]
     Fenced { run: String, epoch: i64 },
     #[error("PostgreSQL: {0}")]
     Postgres(String),

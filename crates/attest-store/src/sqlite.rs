@@ -360,7 +360,11 @@ pub(crate) fn stored_form(
 
 /// Whether the queue row read within an append's transaction (owner,
 /// epoch, state) is still the lease `owner` holds at `epoch`.
-pub(crate) fn lease_holds(held: Option<(Option<String>, i64, String)>, owner: &str, epoch: i64) -> bool {
+pub(crate) fn lease_holds(
+    held: Option<(Option<String>, i64, String)>,
+    owner: &str,
+    epoch: i64,
+) -> bool {
     matches!(held, Some((Some(o), e, state)) if o == owner && e == epoch && state == "leased")
 }
 

@@ -291,7 +291,10 @@ fn an_idempotency_key_returns_the_first_run(b: &dyn Backend) {
     let first = store.enqueue(&queued("r1", "s1", Some("k"))).unwrap();
     let again = b.open().enqueue(&queued("r2", "s2", Some("k"))).unwrap();
     assert!(first.created && !again.created);
-    assert_eq!((again.run_id.as_str(), again.session_id.as_str()), ("r1", "s1"));
+    assert_eq!(
+        (again.run_id.as_str(), again.session_id.as_str()),
+        ("r1", "s1")
+    );
     assert!(store.queued_run("r2").unwrap().is_none());
     // No key: always a new run.
     assert!(store.enqueue(&queued("r3", "s3", None)).unwrap().created);
@@ -376,7 +379,10 @@ fn approvals_are_decided_once_and_a_session_grant_is_kept(b: &dyn Backend) {
     a.request_approval(&approval("c2", "s1")).unwrap();
     let pending = other.pending_approvals().unwrap();
     assert_eq!(
-        pending.iter().map(|p| p.call_id.as_str()).collect::<Vec<_>>(),
+        pending
+            .iter()
+            .map(|p| p.call_id.as_str())
+            .collect::<Vec<_>>(),
         ["c1", "c2"]
     );
     assert_eq!(pending[0].request["arguments"]["command"], "rm -rf build");
@@ -391,7 +397,10 @@ fn approvals_are_decided_once_and_a_session_grant_is_kept(b: &dyn Backend) {
         a.approval("c1").unwrap().unwrap().decision.unwrap()["decided_by"],
         "alice"
     );
-    assert!(a.decide_approval("unknown", &deny, false).unwrap().is_none());
+    assert!(a
+        .decide_approval("unknown", &deny, false)
+        .unwrap()
+        .is_none());
     assert_eq!(a.pending_approvals().unwrap().len(), 1);
     assert!(a.session_grant("s1", "shell").unwrap());
     assert!(!a.session_grant("s2", "shell").unwrap());
@@ -456,7 +465,11 @@ fn tokens_are_listed_and_revoked(b: &dyn Backend) {
     assert_eq!(store.revoke_token("ci").unwrap(), 1);
     assert_eq!(store.revoke_token("ci").unwrap(), 0);
     assert_eq!(store.revoke_token("t2").unwrap(), 1);
-    assert!(store.tokens().unwrap().iter().all(|t| t.revoked_at.is_some()));
+    assert!(store
+        .tokens()
+        .unwrap()
+        .iter()
+        .all(|t| t.revoked_at.is_some()));
     // The same hash twice is refused.
     assert!(store
         .add_token(&NewToken {

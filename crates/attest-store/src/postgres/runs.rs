@@ -117,7 +117,12 @@ fn append_in(
         if let LogEntry::Archive { item } = entry {
             tx.execute(
                 "INSERT INTO archive (run_id, call_id, item, created_at) VALUES ($1, $2, $3, $4)",
-                &[&run_id, &item.call_id(), &serde_json::to_string(item)?, &now()],
+                &[
+                    &run_id,
+                    &item.call_id(),
+                    &serde_json::to_string(item)?,
+                    &now(),
+                ],
             )?;
             continue;
         }
@@ -360,10 +365,12 @@ impl Store for PgStore {
                 return Ok(vec![run_from_row(&row)]);
             }
             let pattern = format!("{}%", wanted.replace(['%', '_', '\\'], ""));
-            Ok(c.query("SELECT * FROM runs WHERE id LIKE $1 LIMIT 2", &[&pattern])?
-                .iter()
-                .map(run_from_row)
-                .collect::<Vec<_>>())
+            Ok(
+                c.query("SELECT * FROM runs WHERE id LIKE $1 LIMIT 2", &[&pattern])?
+                    .iter()
+                    .map(run_from_row)
+                    .collect::<Vec<_>>(),
+            )
         })?;
         match found.len() {
             0 => Err(StoreError::UnknownRun(id_or_prefix.to_string())),
@@ -551,8 +558,10 @@ impl Store for PgStore {
 
     fn memory_projection(&self) -> Result<Option<String>, StoreError> {
         self.conn.call(|c| {
-            Ok(c.query_opt("SELECT text FROM memory_projection WHERE id = 1", &[])?
-                .map(|r| r.get(0)))
+            Ok(
+                c.query_opt("SELECT text FROM memory_projection WHERE id = 1", &[])?
+                    .map(|r| r.get(0)),
+            )
         })
     }
 

@@ -2,7 +2,10 @@
 //! LOCKED` leases on the database's clock, tokens, event reads, approvals.
 
 use super::{PgStore, APPROVALS_CHANNEL, QUEUE_CHANNEL};
-use crate::server::{approved, ApprovalRecord, Enqueued, Lease, NewToken, QueueRecord, QueuedRun, StoredEvent, TokenRecord};
+use crate::server::{
+    approved, ApprovalRecord, Enqueued, Lease, NewToken, QueueRecord, QueuedRun, StoredEvent,
+    TokenRecord,
+};
 use crate::sqlite::now;
 use crate::{ServerStore, StoreError};
 use attest_protocol::LogEntry;
@@ -238,9 +241,11 @@ impl ServerStore for PgStore {
     fn queued_run(&self, run_id: &str) -> Result<Option<QueueRecord>, StoreError> {
         let run_id = run_id.to_string();
         self.conn.call(move |c| {
-            Ok(c.query_opt("SELECT * FROM server_runs WHERE run_id = $1", &[&run_id])?
-                .as_ref()
-                .map(queue_row))
+            Ok(
+                c.query_opt("SELECT * FROM server_runs WHERE run_id = $1", &[&run_id])?
+                    .as_ref()
+                    .map(queue_row),
+            )
         })
     }
 
@@ -369,9 +374,12 @@ impl ServerStore for PgStore {
     fn approval(&self, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         let call_id = call_id.to_string();
         self.conn.call(move |c| {
-            Ok(c.query_opt("SELECT * FROM server_approvals WHERE call_id = $1", &[&call_id])?
-                .as_ref()
-                .map(approval_row))
+            Ok(c.query_opt(
+                "SELECT * FROM server_approvals WHERE call_id = $1",
+                &[&call_id],
+            )?
+            .as_ref()
+            .map(approval_row))
         })
     }
 

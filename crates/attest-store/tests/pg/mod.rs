@@ -1,4 +1,6 @@
 //! A fresh PostgreSQL database per test, dropped when the test ends.
+//! (The blocking client cannot run inside an async test's runtime, so
+//! each admin statement runs on a thread of its own.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -26,12 +28,7 @@ impl TestDb {
                 .subsec_nanos()
         );
         let admin = admin_url();
-        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap_or_else(|e| {
-            panic!("PostgreSQL at {admin} (set ATTEST_TEST_POSTGRES; .ci/run starts it): {e}")
-        });
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
+        admin_sql(format!("CREATE DATABASE {name}"));
         let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
         TestDb {
             url: format!("{base}/{name}"),
@@ -42,8 +39,26 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        if let Ok(mut client) = postgres::Client::connect(&admin_url(), postgres::NoTls) {
-            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            if let Ok(mut client) = postgres::Client::connect(&admin_url(), postgres::NoTls) {
+                let _ =
+                    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        })
+        .join();
     }
+}
+
+/// Run one statement on the admin database, off any async runtime.
+fn admin_sql(sql: String) {
+    std::thread::spawn(move || {
+        let admin = admin_url();
+        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap_or_else(|e| {
+            panic!("PostgreSQL at {admin} (set ATTEST_TEST_POSTGRES; .ci/run starts it): {e}")
+        });
+        client.batch_execute(&sql).unwrap();
+    })
+    .join()
+    .unwrap();
 }
