@@ -558,3 +558,112 @@ async fn a_queued_or_running_run_can_be_cancelled() {
         .unwrap();
     assert_eq!(again.status(), 409);
 }
+
+#[tokio::test]
+async fn two_runs_waiting_on_the_same_call_id_are_decided_apart() {
+    // Both runs' calls are named `call_1`, as a local model names its
+    // calls alike in every run: an approval is a run's call, not a call id.
+    // (The scripted provider's script is shared: each model call takes the
+    // next entry, whichever run makes it.)
+    let dir = tempfile::tempdir().unwrap();
+    let call =
+        "- tool_calls: [{ id: call_1, name: shell, arguments: { command: \"touch made.txt\" } }]\n";
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        format!("{call}{call}- text: \"Made it.\"\n- text: \"Not made.\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("server.toml"),
+        format!(
+            "[provider]\nname = \"scripted\"\nscript = \"{}\"\n\n\
+             [server]\ndata_dir = \"data\"\nworkspaces_root = \"workspaces\"\napproval_timeout_secs = 60\n",
+            dir.path().join("script.yaml").display()
+        ),
+    )
+    .unwrap();
+    let server_dir = ServerDir { dir };
+    let server = Server::start(&server_dir);
+    let first = submit(
+        &server,
+        None,
+        json!({"prompt": "Make it.", "workspace": "one"}),
+    )
+    .await;
+    // The second run starts once the first waits, so each gets a call.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get_json(&server, None, "/v1/approvals")
+        .await
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "the first run never waited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = submit(
+        &server,
+        None,
+        json!({"prompt": "Make it.", "workspace": "two"}),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pending = loop {
+        let list = get_json(&server, None, "/v1/approvals").await;
+        if list.as_array().unwrap().len() == 2 {
+            break list;
+        }
+        assert!(Instant::now() < deadline, "both runs never waited: {list}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(pending[0]["call_id"], pending[1]["call_id"]);
+    let call_id = pending[0]["call_id"].as_str().unwrap();
+    let ambiguous = client()
+        .post(server.url(&format!("/v1/approvals/{call_id}")))
+        .json(&json!({"decision": "allow"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ambiguous.status(), 409);
+    let body: Value = ambiguous.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("run_id"), "{body}");
+    // Nothing was decided by the ambiguous request.
+    assert_eq!(
+        get_json(&server, None, "/v1/approvals")
+            .await
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let first_id = first["run_id"].as_str().unwrap();
+    let resp = client()
+        .post(server.url(&format!("/v1/approvals/{call_id}")))
+        .json(&json!({"decision": "allow", "run_id": first_id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let run = wait_for_end(&server, None, first_id).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    assert!(server_dir.workspace("one").join("made.txt").exists());
+    // The other run still waits, untouched.
+    let left = get_json(&server, None, "/v1/approvals").await;
+    assert_eq!(left.as_array().unwrap().len(), 1, "{left}");
+    assert_eq!(left[0]["run_id"], second["run_id"]);
+    assert!(!server_dir.workspace("two").join("made.txt").exists());
+    let resp = client()
+        .post(server.url(&format!("/v1/approvals/{call_id}")))
+        .json(&json!({"decision": "deny"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        200,
+        "one run waits now: the call id names it"
+    );
+    let run = wait_for_end(&server, None, second["run_id"].as_str().unwrap()).await;
+    assert_eq!(run["receipts"][0]["status"], "denied", "{run}");
+    assert!(!server_dir.workspace("two").join("made.txt").exists());
+}

@@ -72,14 +72,16 @@ pub struct PendingApproval {
 }
 
 /// Approvals waiting for a decision from somewhere else (a terminal, the
-/// HTTP API, a signed webhook), keyed by call id (SPEC F3). The engine's
-/// call blocks in [`Approver::decide`] until [`PendingApprovals::resolve`]
-/// is called for its call id, or the timeout denies it.
+/// HTTP API, a signed webhook), keyed by run and call id (SPEC F3): call
+/// ids are unique within a run only (a local model's `call_0_0`). The
+/// engine's call blocks in [`Approver::decide`] until
+/// [`PendingApprovals::resolve`] is called for its run and call, or the
+/// timeout denies it.
 pub struct PendingApprovals {
     timeout: std::time::Duration,
     waiting: std::sync::Mutex<
         std::collections::BTreeMap<
-            String,
+            (String, String),
             (
                 PendingApproval,
                 tokio::sync::oneshot::Sender<ApprovalDecision>,
@@ -109,10 +111,11 @@ impl PendingApprovals {
             .unwrap_or_default()
     }
 
-    /// Decide the approval for `call_id`. False when none is waiting
-    /// (already decided, timed out, or unknown).
-    pub fn resolve(&self, call_id: &str, decision: ApprovalDecision) -> bool {
-        let entry = self.waiting.lock().ok().and_then(|mut w| w.remove(call_id));
+    /// Decide the approval for `call_id` of `run_id`. False when none is
+    /// waiting (already decided, timed out, or unknown).
+    pub fn resolve(&self, run_id: &str, call_id: &str, decision: ApprovalDecision) -> bool {
+        let key = (run_id.to_string(), call_id.to_string());
+        let entry = self.waiting.lock().ok().and_then(|mut w| w.remove(&key));
         match entry {
             Some((_, tx)) => tx.send(decision).is_ok(),
             None => false,
@@ -128,12 +131,13 @@ impl Approver for PendingApprovals {
             request: request.clone(),
             requested_at: chrono::Utc::now(),
         };
+        let key = (request.run_id.clone(), request.call_id.clone());
         if let Ok(mut w) = self.waiting.lock() {
-            w.insert(request.call_id.clone(), (pending, tx));
+            w.insert(key.clone(), (pending, tx));
         }
         let decision = tokio::time::timeout(self.timeout, rx).await;
         if let Ok(mut w) = self.waiting.lock() {
-            w.remove(&request.call_id);
+            w.remove(&key);
         }
         match decision {
             Ok(Ok(decision)) => decision,
@@ -177,6 +181,7 @@ mod tests {
         }
         assert_eq!(manager.pending()[0].call_id, "call_7");
         assert!(!manager.resolve(
+            "run_1",
             "call_unknown",
             ApprovalDecision {
                 approved: true,
@@ -185,7 +190,18 @@ mod tests {
                 via: Some("api".into()),
             }
         ));
+        assert!(!manager.resolve(
+            "run_2",
+            "call_7",
+            ApprovalDecision {
+                approved: true,
+                decided_by: "api".into(),
+                message: None,
+                via: Some("api".into()),
+            }
+        ));
         assert!(manager.resolve(
+            "run_1",
             "call_7",
             ApprovalDecision {
                 approved: true,

@@ -173,6 +173,10 @@ pub struct DecideApproval {
     /// Shown to the model with a denial.
     #[serde(default)]
     pub message: Option<String>,
+    /// The run whose call this is: needed only when several runs wait on
+    /// the same call id (call ids are unique within a run).
+    #[serde(default)]
+    pub run_id: Option<String>,
 }
 
 /// What a decision did.

@@ -32,9 +32,10 @@ impl ApprovalDesk {
         }
     }
 
-    /// Release the worker waiting here for `call_id`, if there is one.
-    pub fn release(&self, call_id: &str, decision: ApprovalDecision) -> bool {
-        self.waiting.resolve(call_id, decision)
+    /// Release the worker waiting here for call `call_id` of `run_id`, if
+    /// there is one.
+    pub fn release(&self, run_id: &str, call_id: &str, decision: ApprovalDecision) -> bool {
+        self.waiting.resolve(run_id, call_id, decision)
     }
 }
 
@@ -92,12 +93,14 @@ pub fn pending_from(record: &ApprovalRecord) -> PendingApproval {
     }
 }
 
-/// The store says `call_id` was decided (a notification, a poll): release
-/// its worker here, if it waits here.
-pub fn deliver(inner: &Inner, call_id: &str) {
-    let decided = inner.store().approval(call_id).ok().flatten();
+/// The store says call `call_id` of `run_id` was decided (a notification,
+/// a poll): release its worker here, if it waits here.
+pub fn deliver(inner: &Inner, run_id: &str, call_id: &str) {
+    let decided = inner.store().approval(run_id, call_id).ok().flatten();
     if let Some(decision) = decided.and_then(|a| a.decision) {
-        inner.desk.release(call_id, decision_from(&decision));
+        inner
+            .desk
+            .release(run_id, call_id, decision_from(&decision));
     }
 }
 
@@ -155,11 +158,11 @@ impl Approver for RunApprover {
         }
         let poll = {
             let state = state.clone();
-            let call_id = request.call_id.clone();
+            let (run_id, call_id) = (request.run_id.clone(), request.call_id.clone());
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(POLL).await;
-                    deliver(&state, &call_id);
+                    deliver(&state, &run_id, &call_id);
                 }
             })
         };
@@ -167,14 +170,16 @@ impl Approver for RunApprover {
         poll.abort();
         // A timeout is written as the decision, unless one got in first:
         // then that one stands, here as in the store.
-        let written =
-            state
-                .store()
-                .decide_approval(&request.call_id, &decision_json(&decision), false);
+        let written = state.store().decide_approval(
+            &request.run_id,
+            &request.call_id,
+            &decision_json(&decision),
+            false,
+        );
         match written {
             Ok(None) => state
                 .store()
-                .approval(&request.call_id)
+                .approval(&request.run_id, &request.call_id)
                 .ok()
                 .flatten()
                 .and_then(|a| a.decision)

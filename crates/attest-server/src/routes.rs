@@ -400,6 +400,7 @@ pub async fn list_approvals(
         (status = 200, body = ApprovalDecided),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "Nothing waits for this call id", body = ErrorBody),
+        (status = 409, description = "Several runs wait on this call id: name the run with `run_id`", body = ErrorBody),
     ),
     security(("bearer" = ["approvals:write"]))
 )]
@@ -419,7 +420,12 @@ pub async fn decide_approval(
         via: Some("api".into()),
     };
     let pending = state
-        .decide_approval(&call_id, decision, request.scope == DecisionScope::Session)?
+        .decide_approval(
+            request.run_id.as_deref(),
+            &call_id,
+            decision,
+            request.scope == DecisionScope::Session,
+        )?
         .ok_or_else(|| ApiError::NotFound(format!("no approval is pending for `{call_id}`")))?;
     Ok(Json(ApprovalDecided {
         call_id,

@@ -76,20 +76,48 @@ impl Inner {
         }
     }
 
-    /// Decide the approval `call_id` waits for (from the API or a signed
-    /// callback), once; `None` when nothing waits for it. The worker is
-    /// released here at once, or on its own server by the store.
+    /// Decide the approval call `call_id` waits for (from the API or a
+    /// signed callback), once; `None` when nothing waits for it. Call ids
+    /// are unique within a run only: without `run_id`, a call id pending
+    /// in several runs is a conflict. The worker is released here at once,
+    /// or on its own server by the store.
     pub fn decide_approval(
         &self,
+        run_id: Option<&str>,
         call_id: &str,
         decision: ApprovalDecision,
         for_session: bool,
     ) -> Result<Option<PendingApproval>, ApiError> {
-        let decided =
-            self.store()
-                .decide_approval(call_id, &decision_json(&decision), for_session)?;
+        let run_id = match run_id {
+            Some(run) => run.to_string(),
+            None => {
+                let runs: Vec<String> = self
+                    .store()
+                    .pending_approvals()?
+                    .into_iter()
+                    .filter(|a| a.call_id == call_id)
+                    .map(|a| a.run_id)
+                    .collect();
+                match runs.as_slice() {
+                    [] => return Ok(None),
+                    [one] => one.clone(),
+                    _ => {
+                        return Err(ApiError::Conflict(format!(
+                            "runs {} each wait on a call `{call_id}`; name the run with `run_id`",
+                            runs.join(", ")
+                        )))
+                    }
+                }
+            }
+        };
+        let decided = self.store().decide_approval(
+            &run_id,
+            call_id,
+            &decision_json(&decision),
+            for_session,
+        )?;
         if decided.is_some() {
-            self.desk.release(call_id, decision);
+            self.desk.release(&run_id, call_id, decision);
         }
         Ok(decided.as_ref().map(pending_from))
     }
@@ -216,7 +244,11 @@ fn listen(url: &str, state: Weak<Inner>) -> Result<PgListener, StoreError> {
                         inner.hub.appended(run, session);
                     }
                 }
-                APPROVALS_CHANNEL => crate::approvals::deliver(&inner, payload),
+                APPROVALS_CHANNEL => {
+                    if let Some((run, call)) = payload.split_once(' ') {
+                        crate::approvals::deliver(&inner, run, call);
+                    }
+                }
                 // Reconnected: anything may have been missed.
                 _ => inner.wake.notify_one(),
             }

@@ -4,7 +4,7 @@
 -- the waiting worker reads it back, so any server sharing the store can
 -- decide. `server_grants` holds the tools a session allowed for good.
 CREATE TABLE server_approvals (
-    call_id      TEXT PRIMARY KEY,
+    call_id      TEXT NOT NULL,
     run_id       TEXT NOT NULL,
     session_id   TEXT NOT NULL,
     tool_name    TEXT NOT NULL,
@@ -13,7 +13,9 @@ CREATE TABLE server_approvals (
     requested_at TEXT NOT NULL,
     decision     TEXT,
     for_session  INTEGER NOT NULL DEFAULT 0,
-    decided_at   TEXT
+    decided_at   TEXT,
+    -- Call ids are unique within a run only.
+    PRIMARY KEY (run_id, call_id)
 );
 CREATE INDEX server_approvals_pending ON server_approvals(decided_at, requested_at);
 

@@ -173,12 +173,15 @@ pub trait ServerStore: Store {
     fn request_approval(&mut self, approval: &ApprovalRecord) -> Result<(), StoreError>;
     /// Approvals with no decision yet, oldest first.
     fn pending_approvals(&self) -> Result<Vec<ApprovalRecord>, StoreError>;
-    fn approval(&self, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError>;
+    /// The approval of call `call_id` of run `run_id` (call ids are unique
+    /// within a run only).
+    fn approval(&self, run_id: &str, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError>;
     /// Write the decision of a pending approval, once: `None` when there
     /// is no such approval or it was decided already (nothing changes).
     /// An approval `for_session` also grants the tool to its session.
     fn decide_approval(
         &mut self,
+        run_id: &str,
         call_id: &str,
         decision: &serde_json::Value,
         for_session: bool,
@@ -457,7 +460,7 @@ impl ServerStore for SqliteStore {
         self.conn.execute(
             "INSERT INTO server_approvals (call_id, run_id, session_id, tool_name, request, owner, requested_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT(call_id) DO UPDATE SET owner = excluded.owner, request = excluded.request,
+             ON CONFLICT(run_id, call_id) DO UPDATE SET owner = excluded.owner, request = excluded.request,
                  requested_at = excluded.requested_at, decision = NULL, for_session = 0, decided_at = NULL",
             params![
                 a.call_id,
@@ -480,12 +483,12 @@ impl ServerStore for SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    fn approval(&self, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+    fn approval(&self, run_id: &str, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
         Ok(self
             .conn
             .query_row(
-                "SELECT * FROM server_approvals WHERE call_id = ?1",
-                [call_id],
+                "SELECT * FROM server_approvals WHERE run_id = ?1 AND call_id = ?2",
+                [run_id, call_id],
                 approval_row,
             )
             .optional()?)
@@ -493,6 +496,7 @@ impl ServerStore for SqliteStore {
 
     fn decide_approval(
         &mut self,
+        run_id: &str,
         call_id: &str,
         decision: &serde_json::Value,
         for_session: bool,
@@ -500,10 +504,10 @@ impl ServerStore for SqliteStore {
         let tx = self.conn.unchecked_transaction()?;
         let decided = tx
             .query_row(
-                "UPDATE server_approvals SET decision = ?2, for_session = ?3, decided_at = ?4
-                 WHERE call_id = ?1 AND decided_at IS NULL
+                "UPDATE server_approvals SET decision = ?3, for_session = ?4, decided_at = ?5
+                 WHERE run_id = ?1 AND call_id = ?2 AND decided_at IS NULL
                  RETURNING *",
-                params![call_id, decision.to_string(), for_session, now()],
+                params![run_id, call_id, decision.to_string(), for_session, now()],
                 approval_row,
             )
             .optional()?;

@@ -387,29 +387,65 @@ fn approvals_are_decided_once_and_a_session_grant_is_kept(b: &dyn Backend) {
     );
     assert_eq!(pending[0].request["arguments"]["command"], "rm -rf build");
     let allow = json!({"approved": true, "decided_by": "alice"});
-    let decided = other.decide_approval("c1", &allow, true).unwrap().unwrap();
+    let decided = other
+        .decide_approval("run-c1", "c1", &allow, true)
+        .unwrap()
+        .unwrap();
     assert_eq!(decided.decision.as_ref().unwrap()["decided_by"], "alice");
     assert!(decided.for_session);
     // Once only: a second decision (a replayed button) changes nothing.
     let deny = json!({"approved": false, "decided_by": "mallory"});
-    assert!(a.decide_approval("c1", &deny, false).unwrap().is_none());
+    assert!(a
+        .decide_approval("run-c1", "c1", &deny, false)
+        .unwrap()
+        .is_none());
     assert_eq!(
-        a.approval("c1").unwrap().unwrap().decision.unwrap()["decided_by"],
+        a.approval("run-c1", "c1")
+            .unwrap()
+            .unwrap()
+            .decision
+            .unwrap()["decided_by"],
         "alice"
     );
     assert!(a
-        .decide_approval("unknown", &deny, false)
+        .decide_approval("run-c1", "unknown", &deny, false)
         .unwrap()
         .is_none());
     assert_eq!(a.pending_approvals().unwrap().len(), 1);
     assert!(a.session_grant("s1", "shell").unwrap());
     assert!(!a.session_grant("s2", "shell").unwrap());
     // A denial for the session grants nothing.
-    a.decide_approval("c2", &deny, true).unwrap().unwrap();
+    a.decide_approval("run-c2", "c2", &deny, true)
+        .unwrap()
+        .unwrap();
     a.request_approval(&approval("c3", "s3")).unwrap();
-    a.decide_approval("c3", &deny, true).unwrap().unwrap();
+    a.decide_approval("run-c3", "c3", &deny, true)
+        .unwrap()
+        .unwrap();
     assert!(!a.session_grant("s3", "shell").unwrap());
     assert!(a.pending_approvals().unwrap().is_empty());
+
+    // Call ids are unique within a run only: two runs' `call_0_0` are two
+    // approvals, and deciding one leaves the other waiting.
+    let mut first = approval("call_0_0", "s4");
+    first.run_id = "run-x".into();
+    let mut second = approval("call_0_0", "s5");
+    second.run_id = "run-y".into();
+    a.request_approval(&first).unwrap();
+    a.request_approval(&second).unwrap();
+    assert_eq!(a.pending_approvals().unwrap().len(), 2);
+    a.decide_approval("run-x", "call_0_0", &allow, false)
+        .unwrap()
+        .unwrap();
+    let left = a.pending_approvals().unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].run_id, "run-y");
+    assert!(a
+        .approval("run-y", "call_0_0")
+        .unwrap()
+        .unwrap()
+        .decision
+        .is_none());
 }
 
 fn events_are_read_back_by_sequence_and_by_session_position(b: &dyn Backend) {

@@ -125,7 +125,7 @@ CREATE TABLE server_tokens (
 -- 0006 migration). A decision is written once.
 CREATE TABLE server_approvals (
     seq          BIGSERIAL UNIQUE,
-    call_id      TEXT PRIMARY KEY,
+    call_id      TEXT NOT NULL,
     run_id       TEXT NOT NULL,
     session_id   TEXT NOT NULL,
     tool_name    TEXT NOT NULL,
@@ -134,7 +134,9 @@ CREATE TABLE server_approvals (
     requested_at TEXT NOT NULL,
     decision     TEXT,
     for_session  BOOLEAN NOT NULL DEFAULT FALSE,
-    decided_at   TEXT
+    decided_at   TEXT,
+    -- Call ids are unique within a run only.
+    PRIMARY KEY (run_id, call_id)
 );
 CREATE INDEX server_approvals_pending ON server_approvals(decided_at, seq);
 

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 pub const QUEUE_CHANNEL: &str = "attest_queue";
 /// `NOTIFY` channel of appended events; payload: `run_id session_id`.
 pub const EVENTS_CHANNEL: &str = "attest_events";
-/// `NOTIFY` channel of decided approvals; payload: the call id.
+/// `NOTIFY` channel of decided approvals; payload: `run_id call_id`.
 pub const APPROVALS_CHANNEL: &str = "attest_approvals";
 
 /// A database URL without its password, for messages and logs.

@@ -351,7 +351,7 @@ impl ServerStore for PgStore {
             c.execute(
                 "INSERT INTO server_approvals (call_id, run_id, session_id, tool_name, request, owner, requested_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (call_id) DO UPDATE SET owner = excluded.owner, request = excluded.request,
+                 ON CONFLICT (run_id, call_id) DO UPDATE SET owner = excluded.owner, request = excluded.request,
                      requested_at = excluded.requested_at, decision = NULL, for_session = FALSE, decided_at = NULL",
                 &[&a.call_id, &a.run_id, &a.session_id, &a.tool_name, &a.request.to_string(), &a.owner, &a.requested_at],
             )?;
@@ -371,12 +371,12 @@ impl ServerStore for PgStore {
         })
     }
 
-    fn approval(&self, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        let call_id = call_id.to_string();
+    fn approval(&self, run_id: &str, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        let (run_id, call_id) = (run_id.to_string(), call_id.to_string());
         self.conn.call(move |c| {
             Ok(c.query_opt(
-                "SELECT * FROM server_approvals WHERE call_id = $1",
-                &[&call_id],
+                "SELECT * FROM server_approvals WHERE run_id = $1 AND call_id = $2",
+                &[&run_id, &call_id],
             )?
             .as_ref()
             .map(approval_row))
@@ -385,19 +385,21 @@ impl ServerStore for PgStore {
 
     fn decide_approval(
         &mut self,
+        run_id: &str,
         call_id: &str,
         decision: &serde_json::Value,
         for_session: bool,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        let (call_id, decision) = (call_id.to_string(), decision.clone());
+        let (run_id, call_id, decision) =
+            (run_id.to_string(), call_id.to_string(), decision.clone());
         self.conn.call(move |c| {
             let mut tx = c.transaction()?;
             let decided = tx
                 .query_opt(
-                    "UPDATE server_approvals SET decision = $2, for_session = $3, decided_at = $4
-                     WHERE call_id = $1 AND decided_at IS NULL
+                    "UPDATE server_approvals SET decision = $3, for_session = $4, decided_at = $5
+                     WHERE run_id = $1 AND call_id = $2 AND decided_at IS NULL
                      RETURNING *",
-                    &[&call_id, &decision.to_string(), &for_session, &now()],
+                    &[&run_id, &call_id, &decision.to_string(), &for_session, &now()],
                 )?
                 .as_ref()
                 .map(approval_row);
@@ -409,7 +411,10 @@ impl ServerStore for PgStore {
                         &[&a.session_id, &a.tool_name, &now()],
                     )?;
                 }
-                tx.execute("SELECT pg_notify($1, $2)", &[&APPROVALS_CHANNEL, &call_id])?;
+                tx.execute(
+                    "SELECT pg_notify($1, $2)",
+                    &[&APPROVALS_CHANNEL, &format!("{run_id} {call_id}")],
+                )?;
             }
             tx.commit()?;
             Ok(decided)
