@@ -148,6 +148,9 @@ pub trait ServerStore: Store {
     fn revoke_token(&mut self, id_or_name: &str) -> Result<usize, StoreError>;
     /// Whether the store answers (readiness).
     fn ping(&self) -> Result<(), StoreError>;
+    /// Record a signed callback's delivery key (`adapter:id`): true the
+    /// first time, false for a replay (by any server sharing the store).
+    fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError>;
 }
 
 fn expiry(lease: Duration) -> String {
@@ -415,6 +418,14 @@ impl ServerStore for SqliteStore {
         self.conn.query_row("SELECT 1", [], |_| Ok(()))?;
         Ok(())
     }
+
+    fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError> {
+        let inserted = self.conn.execute(
+            "INSERT OR IGNORE INTO webhook_deliveries (key, seen_at) VALUES (?1, ?2)",
+            params![key, now()],
+        )?;
+        Ok(inserted == 1)
+    }
 }
 
 #[cfg(test)]
@@ -502,5 +513,13 @@ mod tests {
         assert_eq!(store.revoke_token("ci").unwrap(), 1);
         assert_eq!(store.revoke_token("ci").unwrap(), 0);
         assert!(store.tokens().unwrap()[0].revoked_at.is_some());
+    }
+
+    #[test]
+    fn a_delivery_key_is_first_only_once() {
+        let mut store = SqliteStore::open_in_memory().unwrap();
+        assert!(store.first_delivery("generic:msg_1").unwrap());
+        assert!(!store.first_delivery("generic:msg_1").unwrap());
+        assert!(store.first_delivery("slack:msg_1").unwrap());
     }
 }

@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_memory.sql"),
     include_str!("../migrations/0004_hash_chain.sql"),
     include_str!("../migrations/0005_server.sql"),
+    include_str!("../migrations/0006_webhooks.sql"),
 ];
 
 /// Where a run's chain stands, as this process last saw it.
