@@ -5,8 +5,9 @@ use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::hub::Hub;
 use crate::metrics::StepLatency;
-use attest::store::{ServerStore, SqliteStore};
+use crate::webhooks::Webhooks;
 use attest::core::PendingApproval;
+use attest::store::{ServerStore, SqliteStore};
 use attest::{ApprovalDecision, BuiltProvider, EnvLookup, Notices, SharedStore};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -41,6 +42,8 @@ pub struct Inner {
     pub owner: String,
     pub provider: BuiltProvider,
     pub env: ServerEnv,
+    /// Outbound webhooks and the inbound adapters' secrets.
+    pub webhooks: Webhooks,
 }
 
 #[derive(Clone)]
@@ -112,6 +115,9 @@ impl AppState {
         provider: BuiltProvider,
         env: ServerEnv,
     ) -> Result<AppState, ApiError> {
+        let file = cfg.file().map_err(ApiError::Config)?;
+        let webhooks = Webhooks::from_config(&file.server, &env.env)
+            .map_err(|e| ApiError::Config(format!("{e}{}", cfg.note())))?;
         let path = cfg.store_path();
         let open = || SqliteStore::open(&path).map_err(|e| ApiError::Unavailable(e.to_string()));
         let mut queue = open()?;
@@ -136,6 +142,7 @@ impl AppState {
             owner,
             provider,
             env,
+            webhooks,
         })))
     }
 }
