@@ -380,6 +380,9 @@ async fn signed_callbacks_release_runs_and_forged_stale_and_replayed_ones_change
     let (status, body) = server.hook("generic", &signed, &allow).await;
     assert_eq!(status, 401, "{body}");
     assert!(body["error"].as_str().unwrap().contains("replay"), "{body}");
+    // A new, valid delivery for the decided call: 409, nothing changes.
+    let late = standard_headers(IN_SECRET, "msg_decision_2", now(), &deny);
+    assert_eq!(server.hook("generic", &late, &deny).await.0, 409);
 
     // `done` is delivered too; every attempt is in the trace, no secret.
     let done = received(&receiver, "/hook", |rs| {
@@ -426,6 +429,17 @@ async fn signed_callbacks_release_runs_and_forged_stale_and_replayed_ones_change
     }
     let chain = trace["chain"].as_str().unwrap();
     assert_eq!(chain, "intact", "appended deliveries keep the hash chain");
+    let resolved: Vec<&Value> = trace["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["event"])
+        .filter(|e| e["type"] == "approval_resolved")
+        .collect();
+    assert_eq!(resolved.len(), 1, "decided once: {resolved:?}");
+    assert_eq!(resolved[0]["via"], "webhook");
+    assert_eq!(resolved[0]["decided_by"], "alice");
+    assert_eq!(resolved[0]["approved"], true);
 
     // 2. slack: the button's token comes from the card; v0 signature.
     let run_id = server.submit("slack").await;

@@ -226,6 +226,73 @@ mod tests {
         assert!(decrypt("test key", "AAAA").is_err());
     }
 
+    fn encrypt(key: &str, plain: &str) -> String {
+        use aes::cipher::BlockEncryptMut;
+        let key = Sha256::digest(key.as_bytes());
+        let iv = [7u8; 16];
+        let mut buf = plain.as_bytes().to_vec();
+        let len = buf.len();
+        buf.resize(len + 16, 0);
+        let sealed = cbc::Encryptor::<aes::Aes256>::new_from_slices(&key, &iv)
+            .unwrap()
+            .encrypt_padded_mut::<Pkcs7>(&mut buf, len)
+            .unwrap()
+            .to_vec();
+        B64.encode([iv.to_vec(), sealed].concat())
+    }
+
+    fn signed(keys: &FeishuKeys, body: &str, ts: i64) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        let ts = ts.to_string();
+        h.insert("x-lark-request-timestamp", ts.parse().unwrap());
+        h.insert("x-lark-request-nonce", "n1".parse().unwrap());
+        let sig = signature(&ts, "n1", &keys.encrypt_key, body.as_bytes());
+        h.insert("x-lark-signature", sig.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn an_encrypted_signed_card_action_is_read_and_a_wrong_token_refused() {
+        let keys = FeishuKeys {
+            encrypt_key: "k".into(),
+            verification_token: Some("vt".into()),
+        };
+        let callback = |token: &str| {
+            json!({
+                "schema": "2.0",
+                "header": {"event_type": "card.action.trigger", "token": token},
+                "event": {
+                    "operator": {"open_id": "ou_1"},
+                    "action": {"value": {"call_id": "c1", "decision": "deny", "token": "t"}},
+                },
+            })
+            .to_string()
+        };
+        let now = 1_700_000_000;
+        let body = json!({"encrypt": encrypt("k", &callback("vt"))}).to_string();
+        match parse(&keys, &signed(&keys, &body, now), body.as_bytes(), now).unwrap() {
+            Inbound::Decide { button, decided_by } => {
+                assert_eq!(button.call_id, "c1");
+                assert!(!button.approved());
+                assert_eq!(decided_by, "feishu:ou_1");
+            }
+            other => panic!("{other:?}"),
+        }
+        let body = json!({"encrypt": encrypt("k", &callback("other"))}).to_string();
+        assert!(matches!(
+            parse(&keys, &signed(&keys, &body, now), body.as_bytes(), now),
+            Err(HookError::Unauthorized(_))
+        ));
+        // Signed with another key, or unsigned: refused.
+        let body = callback("vt");
+        let other = FeishuKeys {
+            encrypt_key: "x".into(),
+            verification_token: None,
+        };
+        assert!(parse(&keys, &signed(&other, &body, now), body.as_bytes(), now).is_err());
+        assert!(parse(&keys, &HeaderMap::new(), body.as_bytes(), now).is_err());
+    }
+
     #[test]
     fn the_signature_is_sha256_of_timestamp_nonce_key_and_body() {
         // No worked signature example was found in Feishu's docs: this

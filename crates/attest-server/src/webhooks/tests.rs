@@ -154,3 +154,12 @@ fn the_slack_message_shows_tool_arguments_rule_and_two_buttons() {
     assert!(!value.approved());
     assert_eq!(value.token.as_deref(), Some("tok"));
 }
+
+#[test]
+fn callbacks_beyond_the_per_second_budget_are_refused() {
+    let hooks = Webhooks::none();
+    for _ in 0..CALLBACKS_PER_SECOND {
+        assert!(hooks.admit());
+    }
+    assert!(!hooks.admit());
+}
