@@ -19,6 +19,21 @@ pub struct ServeArgs {
     /// Address to listen on; anything but loopback requires tokens.
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub listen: String,
+    /// A PostgreSQL database shared with other servers
+    /// (`postgres://user@host:5432/db`), instead of the embedded store.
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+}
+
+/// Where `attest token` finds the server's store.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The server's config file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The server's PostgreSQL database, when it uses one.
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -31,8 +46,8 @@ pub struct TokenArgs {
 pub enum TokenCommand {
     /// Create a token; it is printed once, alone on stdout, and stored hashed.
     Create {
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
         /// A name for people (`attest token list` shows it).
         #[arg(long)]
         name: String,
@@ -42,25 +57,29 @@ pub enum TokenCommand {
     },
     /// List tokens (never the tokens themselves).
     List {
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Revoke the tokens with this name or id.
     Revoke {
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
         name_or_id: String,
     },
 }
 
-fn load(config: Option<&std::path::Path>) -> Result<ServerConfig> {
+fn open_store(args: &StoreArgs) -> Result<Box<dyn attest::store::ServerStore>> {
     let default_dir = user_data_dir().map(|d| d.join("server"));
-    Ok(ServerConfig::load(config, default_dir)?.0)
+    let cfg = ServerConfig::load(args.config.as_deref(), default_dir)?
+        .0
+        .with_database_url(args.database_url.clone())?;
+    Ok(attest_server::state::open_store(&cfg)?)
 }
 
 pub async fn serve(args: ServeArgs) -> Result<()> {
     let default_dir = user_data_dir().map(|d| d.join("server"));
     let (cfg, file) = ServerConfig::load(args.config.as_deref(), default_dir)?;
+    let cfg = cfg.with_database_url(args.database_url)?;
     std::fs::create_dir_all(&cfg.workspaces_root).with_context(|| {
         format!(
             "cannot create the workspaces root {}",
@@ -79,7 +98,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     eprintln!(
         "attest serve: model {}, store {}",
         provider.label,
-        cfg.store_path().display()
+        attest_server::state::store_label(&cfg)
     );
     let notices: attest::Notices = Arc::new(|msg: &str| eprintln!("attest serve: {msg}"));
     let state = AppState::open(
@@ -123,24 +142,17 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 
 pub fn token(args: TokenArgs) -> Result<()> {
     match args.command {
-        TokenCommand::Create {
-            config,
-            name,
-            scope,
-        } => {
-            let cfg = load(config.as_deref())?;
+        TokenCommand::Create { store, name, scope } => {
             let scopes = attest_server::auth::parse_scopes(&scope).map_err(anyhow::Error::msg)?;
             if name.trim().is_empty() {
                 bail!("--name is empty");
             }
-            let mut store = attest_server::state::open_store(&cfg)?;
-            let token = attest_server::auth::create_token(&mut store, &name, scopes)?;
+            let mut store = open_store(&store)?;
+            let token = attest_server::auth::create_token(store.as_mut(), &name, scopes)?;
             println!("{token}");
         }
-        TokenCommand::List { config } => {
-            use attest::store::ServerStore as _;
-            let cfg = load(config.as_deref())?;
-            let store = attest_server::state::open_store(&cfg)?;
+        TokenCommand::List { store } => {
+            let store = open_store(&store)?;
             let tokens = store.tokens()?;
             if tokens.is_empty() {
                 println!("no tokens");
@@ -159,10 +171,8 @@ pub fn token(args: TokenArgs) -> Result<()> {
                 );
             }
         }
-        TokenCommand::Revoke { config, name_or_id } => {
-            use attest::store::ServerStore as _;
-            let cfg = load(config.as_deref())?;
-            let mut store = attest_server::state::open_store(&cfg)?;
+        TokenCommand::Revoke { store, name_or_id } => {
+            let mut store = open_store(&store)?;
             match store.revoke_token(&name_or_id)? {
                 0 => bail!("no active token is named or has the id `{name_or_id}`"),
                 n => println!("revoked {n} token(s)"),

@@ -1,91 +1,127 @@
-//! Approvals decided over HTTP (SPEC F3). The engine blocks in
-//! [`Approver::decide`] on the core's [`PendingApprovals`] until a
-//! decision arrives through the API or the timeout denies; a decision with
-//! scope `session` also allows later calls of that tool in the session.
+//! Approvals decided over HTTP or by signed callbacks (SPEC F3), on any
+//! server sharing the store. The store holds each approval a run waits
+//! for and its one decision; the worker whose run waits blocks on the
+//! core's [`PendingApprovals`] and is released when the decision is
+//! written here (at once), announced by the store (another server: a
+//! PostgreSQL notification), or found by its own poll (a missed
+//! notification). Nobody deciding within the timeout denies. A decision
+//! with scope `session` also allows later calls of that tool in the
+//! session, on every server.
 
+use crate::state::{AppState, Inner};
 use async_trait::async_trait;
 use attest::core::{PendingApproval, PendingApprovals};
+use attest::store::ApprovalRecord;
 use attest::{ApprovalDecision, ApprovalRequest, Approver};
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// The server's approvals: pending ones by call id, and the tools a
-/// session allowed for good.
+/// How often a waiting worker looks for a decision it was not told of.
+const POLL: Duration = Duration::from_millis(500);
+
+/// This server's waiting workers, by call id.
 pub struct ApprovalDesk {
-    pending: PendingApprovals,
-    /// `(session id, tool)` pairs allowed with scope `session`.
-    session_grants: Mutex<HashSet<(String, String)>>,
-    /// Call id → session id, for the grants.
-    sessions: Mutex<std::collections::HashMap<String, String>>,
+    waiting: PendingApprovals,
 }
 
 impl ApprovalDesk {
     pub fn new(timeout: Duration) -> Self {
         ApprovalDesk {
-            pending: PendingApprovals::new(timeout),
-            session_grants: Mutex::default(),
-            sessions: Mutex::default(),
+            waiting: PendingApprovals::new(timeout),
         }
     }
 
-    pub fn waiting(&self) -> Vec<PendingApproval> {
-        self.pending.waiting()
-    }
-
-    /// Decide `call_id`; `None` when nothing waits for it.
-    pub fn resolve(
-        &self,
-        call_id: &str,
-        decision: ApprovalDecision,
-        for_session: bool,
-    ) -> Option<PendingApproval> {
-        let pending = self
-            .pending
-            .waiting()
-            .into_iter()
-            .find(|p| p.request.call_id == call_id)?;
-        if for_session && decision.approved {
-            let session = self
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(call_id)
-                .cloned();
-            if let Some(session) = session {
-                self.session_grants
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert((session, pending.request.tool_name.clone()));
-            }
-        }
-        self.pending.resolve(call_id, decision).then_some(pending)
-    }
-
-    /// The approver for one run of `session_id`.
-    pub fn for_run(self: &Arc<Self>, session_id: &str) -> Arc<dyn Approver> {
-        Arc::new(RunApprover {
-            desk: Arc::clone(self),
-            session_id: session_id.to_string(),
-        })
+    /// Release the worker waiting here for `call_id`, if there is one.
+    pub fn release(&self, call_id: &str, decision: ApprovalDecision) -> bool {
+        self.waiting.resolve(call_id, decision)
     }
 }
 
+pub fn request_json(r: &ApprovalRequest) -> Value {
+    json!({
+        "call_id": r.call_id,
+        "run_id": r.run_id,
+        "tool_name": r.tool_name,
+        "arguments": r.arguments,
+        "reason": r.reason,
+        "rule": r.rule,
+    })
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v[key].as_str().unwrap_or_default().to_string()
+}
+
+pub fn request_from(v: &Value) -> ApprovalRequest {
+    ApprovalRequest {
+        call_id: text(v, "call_id"),
+        run_id: text(v, "run_id"),
+        tool_name: text(v, "tool_name"),
+        arguments: v["arguments"].clone(),
+        reason: text(v, "reason"),
+        rule: v["rule"].as_str().map(str::to_string),
+    }
+}
+
+pub fn decision_json(d: &ApprovalDecision) -> Value {
+    json!({
+        "approved": d.approved,
+        "decided_by": d.decided_by,
+        "message": d.message,
+        "via": d.via,
+    })
+}
+
+pub fn decision_from(v: &Value) -> ApprovalDecision {
+    ApprovalDecision {
+        approved: v["approved"].as_bool() == Some(true),
+        decided_by: text(v, "decided_by"),
+        message: v["message"].as_str().map(str::to_string),
+        via: v["via"].as_str().map(str::to_string),
+    }
+}
+
+/// A stored approval as the API shows it.
+pub fn pending_from(record: &ApprovalRecord) -> PendingApproval {
+    PendingApproval {
+        request: request_from(&record.request),
+        requested_at: chrono::DateTime::parse_from_rfc3339(&record.requested_at)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .unwrap_or_else(|_| chrono::Utc::now()),
+    }
+}
+
+/// The store says `call_id` was decided (a notification, a poll): release
+/// its worker here, if it waits here.
+pub fn deliver(inner: &Inner, call_id: &str) {
+    let decided = inner.store().approval(call_id).ok().flatten();
+    if let Some(decision) = decided.and_then(|a| a.decision) {
+        inner.desk.release(call_id, decision_from(&decision));
+    }
+}
+
+/// The approver for one run of `session_id`.
+pub fn for_run(state: &AppState, session_id: &str) -> Arc<dyn Approver> {
+    Arc::new(RunApprover {
+        state: state.clone(),
+        session_id: session_id.to_string(),
+    })
+}
+
 struct RunApprover {
-    desk: Arc<ApprovalDesk>,
+    state: AppState,
     session_id: String,
 }
 
 #[async_trait]
 impl Approver for RunApprover {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        let granted = self
-            .desk
-            .session_grants
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&(self.session_id.clone(), request.tool_name.clone()));
-        if granted {
+        let state = &self.state;
+        let granted = state
+            .store()
+            .session_grant(&self.session_id, &request.tool_name);
+        if matches!(granted, Ok(true)) {
             return ApprovalDecision {
                 approved: true,
                 decided_by: "session".into(),
@@ -93,18 +129,59 @@ impl Approver for RunApprover {
                 via: Some("api".into()),
             };
         }
-        self.desk
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(request.call_id.clone(), self.session_id.clone());
-        let decision = self.desk.pending.decide(request).await;
-        self.desk
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&request.call_id);
-        decision
+        let record = ApprovalRecord {
+            call_id: request.call_id.clone(),
+            run_id: request.run_id.clone(),
+            session_id: self.session_id.clone(),
+            tool_name: request.tool_name.clone(),
+            request: request_json(request),
+            owner: state.owner.clone(),
+            requested_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            decision: None,
+            for_session: false,
+            decided_at: None,
+        };
+        if let Err(e) = state.store().request_approval(&record) {
+            (state.env.notices)(&format!(
+                "cannot record the approval of call {}: {e}; denying it",
+                request.call_id
+            ));
+            return ApprovalDecision {
+                approved: false,
+                decided_by: "store_unavailable".into(),
+                message: None,
+                via: None,
+            };
+        }
+        let poll = {
+            let state = state.clone();
+            let call_id = request.call_id.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(POLL).await;
+                    deliver(&state, &call_id);
+                }
+            })
+        };
+        let decision = state.desk.waiting.decide(request).await;
+        poll.abort();
+        // A timeout is written as the decision, unless one got in first:
+        // then that one stands, here as in the store.
+        let written =
+            state
+                .store()
+                .decide_approval(&request.call_id, &decision_json(&decision), false);
+        match written {
+            Ok(None) => state
+                .store()
+                .approval(&request.call_id)
+                .ok()
+                .flatten()
+                .and_then(|a| a.decision)
+                .map(|d| decision_from(&d))
+                .unwrap_or(decision),
+            _ => decision,
+        }
     }
 }
 
@@ -112,58 +189,26 @@ impl Approver for RunApprover {
 mod tests {
     use super::*;
 
-    fn request(call_id: &str, run_id: &str) -> ApprovalRequest {
-        ApprovalRequest {
-            call_id: call_id.into(),
-            run_id: run_id.into(),
+    #[test]
+    fn requests_and_decisions_survive_their_stored_form() {
+        let request = ApprovalRequest {
+            call_id: "c1".into(),
+            run_id: "r1".into(),
             tool_name: "shell".into(),
-            arguments: serde_json::json!({"command": "rm -rf build"}),
+            arguments: json!({"command": "rm -rf build"}),
             reason: "shell asks".into(),
-            rule: None,
-        }
-    }
-
-    fn allow() -> ApprovalDecision {
-        ApprovalDecision {
+            rule: Some("shell: ask".into()),
+        };
+        let back = request_from(&request_json(&request));
+        assert_eq!(back.call_id, "c1");
+        assert_eq!(back.arguments, request.arguments);
+        assert_eq!(back.rule.as_deref(), Some("shell: ask"));
+        let decision = ApprovalDecision {
             approved: true,
             decided_by: "alice".into(),
-            message: None,
-            via: Some("api".into()),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_session_grant_allows_the_next_call_of_that_tool_in_the_session_only() {
-        let desk = Arc::new(ApprovalDesk::new(Duration::from_secs(5)));
-        let approver = desk.for_run("s1");
-        let first = {
-            let approver = Arc::clone(&approver);
-            tokio::spawn(async move { approver.decide(&request("c1", "r1")).await })
+            message: Some("ok".into()),
+            via: Some("webhook".into()),
         };
-        while desk.waiting().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(desk.waiting()[0].request.run_id, "r1");
-        assert!(desk.resolve("c1", allow(), true).is_some());
-        assert!(first.await.unwrap().approved);
-        let second = approver.decide(&request("c2", "r2")).await;
-        assert!(second.approved);
-        assert_eq!(second.decided_by, "session");
-        // Another session still asks.
-        let other = {
-            let approver = desk.for_run("s2");
-            tokio::spawn(async move { approver.decide(&request("c3", "r3")).await })
-        };
-        while desk.waiting().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(desk.waiting()[0].request.call_id, "c3");
-        let deny = ApprovalDecision {
-            approved: false,
-            ..allow()
-        };
-        assert!(desk.resolve("c3", deny, false).is_some());
-        assert!(!other.await.unwrap().approved);
-        assert!(desk.resolve("unknown", allow(), false).is_none());
+        assert_eq!(decision_from(&decision_json(&decision)), decision);
     }
 }

@@ -19,6 +19,8 @@ pub enum ConfigError {
     },
     #[error("no data directory: give --config FILE with [server] data_dir, or set HOME")]
     NoDataDir,
+    #[error("`database_url` must be a PostgreSQL URL (postgres://user@host:port/database)")]
+    DatabaseUrl,
 }
 
 /// What `attest serve` and `attest token` need to know.
@@ -33,6 +35,11 @@ pub struct ServerConfig {
     pub approval_timeout: Duration,
     pub max_concurrent_runs: usize,
     pub heartbeat: Duration,
+    /// The shared PostgreSQL store, when one is named (`--database-url`
+    /// or `[server] database_url`); the embedded SQLite store otherwise.
+    pub database_url: Option<String>,
+    /// How long a lease on a run lasts without renewal.
+    pub lease: Duration,
 }
 
 impl ServerConfig {
@@ -83,8 +90,22 @@ impl ServerConfig {
             approval_timeout: Duration::from_secs(server.approval_timeout_secs.unwrap_or(300)),
             max_concurrent_runs: server.max_concurrent_runs.unwrap_or(1024).max(1),
             heartbeat: Duration::from_secs(server.heartbeat_secs.unwrap_or(15).max(1)),
+            database_url: server.database_url.clone(),
+            lease: Duration::from_secs(server.lease_secs.unwrap_or(30).max(1)),
         };
+        if let Some(url) = &cfg.database_url {
+            check_database_url(url)?;
+        }
         Ok((cfg, file))
+    }
+
+    /// Use this database instead of the file (`--database-url`).
+    pub fn with_database_url(mut self, url: Option<String>) -> Result<Self, ConfigError> {
+        if let Some(url) = url {
+            check_database_url(&url)?;
+            self.database_url = Some(url);
+        }
+        Ok(self)
     }
 
     pub fn store_path(&self) -> PathBuf {
@@ -102,6 +123,14 @@ impl ServerConfig {
             .as_ref()
             .map(|p| format!(" (config {})", p.display()))
             .unwrap_or_default()
+    }
+}
+
+fn check_database_url(url: &str) -> Result<(), ConfigError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(())
+    } else {
+        Err(ConfigError::DatabaseUrl)
     }
 }
 

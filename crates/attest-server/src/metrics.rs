@@ -87,6 +87,20 @@ impl StepLatency {
             self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
         );
         let _ = writeln!(out, "attest_step_latency_seconds_count {count}");
+        let _ = writeln!(
+            out,
+            "# HELP attest_step_latency_quantile_seconds Quantiles of the harness time per step, over every step observed."
+        );
+        let _ = writeln!(out, "# TYPE attest_step_latency_quantile_seconds gauge");
+        for q in [0.5, 0.99] {
+            if let Some(micros) = self.quantile_micros(q) {
+                let _ = writeln!(
+                    out,
+                    "attest_step_latency_quantile_seconds{{quantile=\"{q}\"}} {}",
+                    f64::from(micros) / 1e6
+                );
+            }
+        }
     }
 }
 

@@ -1,17 +1,21 @@
 //! What every handler and worker shares.
 
 use crate::approvals::ApprovalDesk;
+use crate::approvals::{decision_json, pending_from};
 use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::hub::Hub;
 use crate::metrics::StepLatency;
 use crate::webhooks::Webhooks;
 use attest::core::PendingApproval;
-use attest::store::{ServerStore, SqliteStore};
+use attest::store::{
+    PgListener, PgStore, ServerStore, SqliteStore, Store, StoreError, APPROVALS_CHANNEL,
+    EVENTS_CHANNEL, QUEUE_CHANNEL,
+};
 use attest::{ApprovalDecision, BuiltProvider, EnvLookup, Notices, SharedStore};
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +46,8 @@ pub struct Inner {
     pub owner: String,
     pub provider: BuiltProvider,
     pub env: ServerEnv,
+    /// PostgreSQL: what other servers do, as notifications.
+    listener: Mutex<Option<PgListener>>,
     /// Outbound webhooks and the inbound adapters' secrets.
     pub webhooks: Webhooks,
 }
@@ -62,20 +68,33 @@ impl Inner {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Approvals waiting for a decision.
+    /// Approvals waiting for a decision, on any server sharing the store.
     pub fn pending_approvals(&self) -> Vec<PendingApproval> {
-        self.desk.waiting()
+        match self.store().pending_approvals() {
+            Ok(pending) => pending.iter().map(pending_from).collect(),
+            Err(e) => {
+                (self.env.notices)(&format!("cannot list approvals: {e}"));
+                Vec::new()
+            }
+        }
     }
 
     /// Decide the approval `call_id` waits for (from the API or a signed
-    /// callback); `None` when nothing waits for it.
+    /// callback), once; `None` when nothing waits for it. The worker is
+    /// released here at once, or on its own server by the store.
     pub fn decide_approval(
         &self,
         call_id: &str,
         decision: ApprovalDecision,
         for_session: bool,
     ) -> Result<Option<PendingApproval>, ApiError> {
-        Ok(self.desk.resolve(call_id, decision, for_session))
+        let decided =
+            self.store()
+                .decide_approval(call_id, &decision_json(&decision), for_session)?;
+        if decided.is_some() {
+            self.desk.release(call_id, decision);
+        }
+        Ok(decided.as_ref().map(pending_from))
     }
 
     pub fn active_runs(&self) -> usize {
@@ -83,33 +102,65 @@ impl Inner {
     }
 }
 
-/// Names a lease owner after this process: `pid:<pid>:<nonce>`.
+/// Names a lease owner after this process: `<host>/<pid>/<nonce>`.
 fn owner_name() -> String {
     format!(
-        "pid:{}:{}",
+        "{}/{}/{}",
+        host_name(),
         std::process::id(),
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     )
 }
 
-/// Whether the process that named itself `owner` is gone.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty() && !h.contains('/'))
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Whether the process that named itself `owner` is known to be gone: only
+/// a process on this host can be looked up; another host's leases run out
+/// by themselves.
 fn owner_gone(owner: &str, me: &str) -> bool {
     if owner == me {
         return false;
     }
-    let pid = owner
-        .strip_prefix("pid:")
-        .and_then(|rest| rest.split(':').next())
-        .and_then(|p| p.parse::<u32>().ok());
-    match pid {
-        Some(pid) if pid == std::process::id() => true,
-        Some(pid) => !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-        None => false,
+    let mut parts = owner.split('/');
+    let (Some(host), Some(pid)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    if host != host_name() {
+        return false;
+    }
+    match pid.parse::<u32>() {
+        Ok(pid) if pid == std::process::id() => true,
+        Ok(pid) => !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        Err(_) => false,
+    }
+}
+
+/// Open the configured store: PostgreSQL when a database URL is set, the
+/// embedded SQLite file otherwise.
+pub fn open_store(cfg: &ServerConfig) -> Result<Box<dyn ServerStore>, StoreError> {
+    Ok(match &cfg.database_url {
+        Some(url) => Box::new(PgStore::connect(url)?),
+        None => Box::new(SqliteStore::open(&cfg.store_path())?),
+    })
+}
+
+/// Where the store is, for people (never a password).
+pub fn store_label(cfg: &ServerConfig) -> String {
+    match &cfg.database_url {
+        Some(url) => attest::store::shown_url(url),
+        None => cfg.store_path().display().to_string(),
     }
 }
 
 impl AppState {
-    /// Open the store and take over the leases of servers that are gone.
+    /// Open the store and take over the leases of servers that are gone;
+    /// on PostgreSQL, listen for what other servers do.
     pub fn open(
         cfg: ServerConfig,
         provider: BuiltProvider,
@@ -118,10 +169,10 @@ impl AppState {
         let file = cfg.file().map_err(ApiError::Config)?;
         let webhooks = Webhooks::from_config(&file.server, &env.env)
             .map_err(|e| ApiError::Config(format!("{e}{}", cfg.note())))?;
-        let path = cfg.store_path();
-        let open = || SqliteStore::open(&path).map_err(|e| ApiError::Unavailable(e.to_string()));
-        let mut queue = open()?;
-        let log = SharedStore::new(open()?);
+        let unavailable = |e: StoreError| ApiError::Unavailable(e.to_string());
+        let mut queue = open_store(&cfg).map_err(unavailable)?;
+        let log: Box<dyn Store> = open_store(&cfg).map_err(unavailable)?;
+        let log = SharedStore::from_box(log);
         let owner = owner_name();
         let expired = queue.expire_leases(&|o| owner_gone(o, &owner))?;
         if expired > 0 {
@@ -130,9 +181,10 @@ impl AppState {
             ));
         }
         let desk = Arc::new(ApprovalDesk::new(cfg.approval_timeout));
-        Ok(AppState(Arc::new(Inner {
+        let url = cfg.database_url.clone();
+        let state = AppState(Arc::new(Inner {
             cfg,
-            queue: Mutex::new(Box::new(queue)),
+            queue: Mutex::new(queue),
             log,
             hub: Hub::default(),
             desk,
@@ -143,11 +195,38 @@ impl AppState {
             provider,
             env,
             webhooks,
-        })))
+            listener: Mutex::new(None),
+        }));
+        if let Some(url) = url {
+            let listener = listen(&url, Arc::downgrade(&state.0)).map_err(unavailable)?;
+            *state.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(listener);
+        }
+        Ok(state)
     }
 }
 
-/// Open the server's store (for `attest token`).
-pub fn open_store(cfg: &ServerConfig) -> Result<SqliteStore, attest::store::StoreError> {
-    SqliteStore::open(&cfg.store_path())
+/// What other servers sharing the database do reaches this one: a queued
+/// or settled run wakes the dispatcher, an appended event wakes its
+/// streams, a decided approval releases its worker if it waits here.
+fn listen(url: &str, state: Weak<Inner>) -> Result<PgListener, StoreError> {
+    PgListener::spawn(
+        url,
+        &[QUEUE_CHANNEL, EVENTS_CHANNEL, APPROVALS_CHANNEL],
+        move |channel, payload| {
+            let Some(inner) = state.upgrade() else {
+                return;
+            };
+            match channel {
+                QUEUE_CHANNEL => inner.wake.notify_one(),
+                EVENTS_CHANNEL => {
+                    if let Some((run, session)) = payload.split_once(' ') {
+                        inner.hub.appended(run, session);
+                    }
+                }
+                APPROVALS_CHANNEL => crate::approvals::deliver(&inner, payload),
+                // Reconnected: anything may have been missed.
+                _ => inner.wake.notify_one(),
+            }
+        },
+    )
 }

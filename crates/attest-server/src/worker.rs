@@ -15,8 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How long a lease lasts without renewal.
-pub const LEASE: Duration = Duration::from_secs(30);
 /// How often an idle dispatcher looks at the queue without being woken.
 const POLL: Duration = Duration::from_secs(1);
 
@@ -24,7 +22,7 @@ const POLL: Duration = Duration::from_secs(1);
 pub async fn dispatch(state: AppState, stop: CancellationToken) {
     loop {
         while state.active_runs() < state.cfg.max_concurrent_runs {
-            let lease = state.store().lease_next(&state.owner, LEASE);
+            let lease = state.store().lease_next(&state.owner, state.cfg.lease);
             match lease {
                 Ok(Some(lease)) => {
                     let cancel = stop.child_token();
@@ -55,10 +53,10 @@ async fn drive(state: AppState, lease: Lease, cancel: CancellationToken) {
         let (run_id, epoch, cancel) = (lease.run_id.clone(), lease.epoch, cancel.clone());
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(LEASE / 3).await;
+                tokio::time::sleep(state.cfg.lease / 3).await;
                 let kept = state
                     .store()
-                    .renew_lease(&run_id, &state.owner, epoch, LEASE);
+                    .renew_lease(&run_id, &state.owner, epoch, state.cfg.lease);
                 if !matches!(kept, Ok(true)) {
                     // Another worker holds it now: stop writing to it.
                     cancel.cancel();
@@ -67,8 +65,15 @@ async fn drive(state: AppState, lease: Lease, cancel: CancellationToken) {
             }
         })
     };
+    // Every append of this run is fenced by the lease: once another
+    // worker takes it over, this one's writes are refused.
+    state
+        .log
+        .lock()
+        .fence(&lease.run_id, &state.owner, lease.epoch);
     let outcome = run_leased(&state, &lease, cancel).await;
     renewal.abort();
+    state.log.lock().unfence(&lease.run_id);
     let (settled, reason) = match &outcome {
         Ok(()) => ("finished", None),
         Err(e) => ("failed", Some(e.as_str())),
@@ -162,7 +167,7 @@ fn engine_for(
         .env(Arc::clone(&state.env.env))
         .tool_env_source(state.env.tool_env.iter().cloned())
         .store(state.log.clone())
-        .approver(state.desk.for_run(&lease.session_id))
+        .approver(crate::approvals::for_run(state, &lease.session_id))
         .notices(Arc::clone(&state.env.notices));
     if let Some(kind) = &request.expect {
         builder = builder.expect(kind.parse::<ContractKind>()?);

@@ -17,15 +17,21 @@
 
 mod chain;
 mod memory;
+mod postgres;
 mod records;
 mod server;
 mod sqlite;
 
 pub use chain::{ChainBreak, ChainVerdict};
 
+pub use postgres::{
+    shown_url, PgListener, PgStore, APPROVALS_CHANNEL, EVENTS_CHANNEL, PG_SCHEMA_VERSION,
+    QUEUE_CHANNEL,
+};
 pub use records::{Artifact, NewRun, RunRecord, RunStatus, SessionRecord};
 pub use server::{
-    Enqueued, Lease, NewToken, QueueRecord, QueuedRun, ServerStore, StoredEvent, TokenRecord,
+    ApprovalRecord, Enqueued, Lease, NewToken, QueueRecord, QueuedRun, ServerStore, StoredEvent,
+    TokenRecord,
 };
 pub use sqlite::SqliteStore;
 
@@ -33,7 +39,7 @@ use attest_protocol::{LogEntry, MemoryItem, MemoryStatus, TranscriptItem};
 use chrono::{DateTime, Utc};
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -61,10 +67,16 @@ pub enum StoreError {
     AmbiguousMemory(String),
     #[error("run {run} was claimed by another process ({pid}) first")]
     AlreadyClaimed { run: String, pid: u32 },
+    #[error(
+        "run {run}: this worker's lease (epoch {epoch}) was taken over; its writes are refused"
+    )]
+    Fenced { run: String, epoch: i64 },
+    #[error("PostgreSQL: {0}")]
+    Postgres(String),
 }
 
-/// What a run store can do. Implemented by [`SqliteStore`]; a server backend
-/// (PostgreSQL) implements the same operations.
+/// What a run store can do. Implemented by [`SqliteStore`] and, for
+/// several servers sharing one database, [`PgStore`].
 pub trait Store: Send {
     /// Create the session if it does not exist, and touch its `updated_at`.
     fn ensure_session(&mut self, session_id: &str) -> Result<(), StoreError>;
@@ -80,6 +92,13 @@ pub trait Store: Send {
     /// it is still `running` under `seen_pid`, the owner the caller read:
     /// [`StoreError::AlreadyClaimed`] when another process got there first.
     fn claim_run(&mut self, run_id: &str, seen_pid: Option<u32>) -> Result<(), StoreError>;
+    /// Fence this handle's appends to `run_id` with a queue lease: from now
+    /// on they commit only while the run's lease is still `owner`'s at
+    /// `epoch`, and fail with [`StoreError::Fenced`] once another worker
+    /// took the run over (it checks within the append's transaction).
+    fn fence(&mut self, run_id: &str, owner: &str, epoch: i64);
+    /// Forget a run's fence: its worker is done with it.
+    fn unfence(&mut self, run_id: &str);
     /// Find a run by id or unique id prefix.
     fn run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError>;
     /// Runs, newest first, optionally of one session.

@@ -98,6 +98,26 @@ pub struct StoredEvent {
     pub event: Event,
 }
 
+/// An approval a run waits for, as any server sharing the store sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    pub call_id: String,
+    pub run_id: String,
+    pub session_id: String,
+    pub tool_name: String,
+    /// The approval request as the engine made it (redacted arguments,
+    /// reason, rule), as JSON.
+    pub request: serde_json::Value,
+    /// The lease owner whose worker waits for it.
+    pub owner: String,
+    pub requested_at: String,
+    /// The decision as JSON, once there is one.
+    pub decision: Option<serde_json::Value>,
+    /// The decision also allows later calls of the tool in the session.
+    pub for_session: bool,
+    pub decided_at: Option<String>,
+}
+
 /// The server's side of the store. Implemented by [`SqliteStore`]; a
 /// PostgreSQL backend implements the same operations (leases with
 /// `FOR UPDATE SKIP LOCKED`, the epoch as the fence of every append).
@@ -151,6 +171,23 @@ pub trait ServerStore: Store {
     /// Record a signed callback's delivery key (`adapter:id`): true the
     /// first time, false for a replay (by any server sharing the store).
     fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError>;
+
+    /// Record an approval a run now waits for (`decision` unset).
+    fn request_approval(&mut self, approval: &ApprovalRecord) -> Result<(), StoreError>;
+    /// Approvals with no decision yet, oldest first.
+    fn pending_approvals(&self) -> Result<Vec<ApprovalRecord>, StoreError>;
+    fn approval(&self, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError>;
+    /// Write the decision of a pending approval, once: `None` when there
+    /// is no such approval or it was decided already (nothing changes).
+    /// An approval `for_session` also grants the tool to its session.
+    fn decide_approval(
+        &mut self,
+        call_id: &str,
+        decision: &serde_json::Value,
+        for_session: bool,
+    ) -> Result<Option<ApprovalRecord>, StoreError>;
+    /// Whether the session allowed the tool for good.
+    fn session_grant(&self, session_id: &str, tool_name: &str) -> Result<bool, StoreError>;
 }
 
 fn expiry(lease: Duration) -> String {
@@ -426,6 +463,101 @@ impl ServerStore for SqliteStore {
         )?;
         Ok(inserted == 1)
     }
+    fn request_approval(&mut self, a: &ApprovalRecord) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO server_approvals (call_id, run_id, session_id, tool_name, request, owner, requested_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT(call_id) DO UPDATE SET owner = excluded.owner, request = excluded.request,
+                 requested_at = excluded.requested_at, decision = NULL, for_session = 0, decided_at = NULL",
+            params![
+                a.call_id,
+                a.run_id,
+                a.session_id,
+                a.tool_name,
+                a.request.to_string(),
+                a.owner,
+                a.requested_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn pending_approvals(&self) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM server_approvals WHERE decided_at IS NULL ORDER BY requested_at, rowid",
+        )?;
+        let rows = stmt.query_map([], approval_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn approval(&self, call_id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT * FROM server_approvals WHERE call_id = ?1",
+                [call_id],
+                approval_row,
+            )
+            .optional()?)
+    }
+
+    fn decide_approval(
+        &mut self,
+        call_id: &str,
+        decision: &serde_json::Value,
+        for_session: bool,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let tx = self.conn.unchecked_transaction()?;
+        let decided = tx
+            .query_row(
+                "UPDATE server_approvals SET decision = ?2, for_session = ?3, decided_at = ?4
+                 WHERE call_id = ?1 AND decided_at IS NULL
+                 RETURNING *",
+                params![call_id, decision.to_string(), for_session, now()],
+                approval_row,
+            )
+            .optional()?;
+        if let Some(a) = &decided {
+            if for_session && approved(decision) {
+                tx.execute(
+                    "INSERT OR IGNORE INTO server_grants (session_id, tool_name, granted_at) VALUES (?1, ?2, ?3)",
+                    params![a.session_id, a.tool_name, now()],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(decided)
+    }
+
+    fn session_grant(&self, session_id: &str, tool_name: &str) -> Result<bool, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT EXISTS(SELECT 1 FROM server_grants WHERE session_id = ?1 AND tool_name = ?2)",
+            params![session_id, tool_name],
+            |r| r.get(0),
+        )?)
+    }
+}
+
+/// Whether a stored decision approves (`{"approved": true, …}`).
+pub(crate) fn approved(decision: &serde_json::Value) -> bool {
+    decision["approved"].as_bool() == Some(true)
+}
+
+fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let request: String = r.get("request")?;
+    let decision: Option<String> = r.get("decision")?;
+    Ok(ApprovalRecord {
+        call_id: r.get("call_id")?,
+        run_id: r.get("run_id")?,
+        session_id: r.get("session_id")?,
+        tool_name: r.get("tool_name")?,
+        request: serde_json::from_str(&request).unwrap_or(serde_json::Value::Null),
+        owner: r.get("owner")?,
+        requested_at: r.get("requested_at")?,
+        decision: decision.and_then(|d| serde_json::from_str(&d).ok()),
+        for_session: r.get("for_session")?,
+        decided_at: r.get("decided_at")?,
+    })
 }
 
 #[cfg(test)]

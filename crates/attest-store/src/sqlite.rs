@@ -15,12 +15,13 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_memory.sql"),
     include_str!("../migrations/0004_hash_chain.sql"),
     include_str!("../migrations/0005_server.sql"),
-    include_str!("../migrations/0006_webhooks.sql"),
+    include_str!("../migrations/0006_approvals.sql"),
+    include_str!("../migrations/0007_webhooks.sql"),
 ];
 
 /// Where a run's chain stands, as this process last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Head {
+pub(crate) enum Head {
     /// No entries yet: the next one links from the run's genesis hash.
     Fresh(String),
     /// The hash of the last entry, as `runs.chain_head` holds it.
@@ -31,7 +32,7 @@ enum Head {
 
 impl Head {
     /// What the next entry links from.
-    fn prev(&self) -> Option<&str> {
+    pub(crate) fn prev(&self) -> Option<&str> {
         match self {
             Head::Fresh(h) | Head::Stored(h) => Some(h),
             Head::Legacy => None,
@@ -39,7 +40,7 @@ impl Head {
     }
 
     /// What `runs.chain_head` must hold for this view to be current.
-    fn stored(&self) -> Option<&str> {
+    pub(crate) fn stored(&self) -> Option<&str> {
         match self {
             Head::Stored(h) => Some(h),
             Head::Fresh(_) | Head::Legacy => None,
@@ -52,6 +53,8 @@ pub struct SqliteStore {
     pub(crate) conn: Connection,
     /// Where the chain of each run appended to by this process stands.
     heads: HashMap<String, Head>,
+    /// Runs whose appends are fenced by a lease: run id → (owner, epoch).
+    fences: HashMap<String, (String, i64)>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -127,6 +130,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn,
             heads: HashMap::new(),
+            fences: HashMap::new(),
         })
     }
 
@@ -246,28 +250,10 @@ impl SqliteStore {
         }))
     }
 
-    /// The form an entry is stored in: raw outputs move to the artifact
-    /// table and the log keeps a reference.
+    /// The form an entry is stored in (see [`stored_form`]).
     fn stored_form(&self, run_id: &str, entry: &LogEntry) -> Result<LogEntry, StoreError> {
-        Ok(match entry {
-            LogEntry::Trace {
-                trace: TraceRecord::RawOutput { step, raw },
-            } => LogEntry::Trace {
-                trace: TraceRecord::RawOutput {
-                    step: *step,
-                    raw: self.store_artifact(run_id, *step, "raw_output", raw)?,
-                },
-            },
-            LogEntry::Trace {
-                trace: TraceRecord::ProtocolViolation { step, kind, raw },
-            } => LogEntry::Trace {
-                trace: TraceRecord::ProtocolViolation {
-                    step: *step,
-                    kind: *kind,
-                    raw: self.store_artifact(run_id, *step, "protocol_violation", raw)?,
-                },
-            },
-            other => other.clone(),
+        stored_form(entry, |step, kind, raw| {
+            self.store_artifact(run_id, step, kind, raw)
         })
     }
 
@@ -345,8 +331,46 @@ impl StoredRun {
     }
 }
 
+/// The form an entry is stored in: raw outputs move to the artifact
+/// table (`put` stores one and names it) and the log keeps a reference.
+pub(crate) fn stored_form(
+    entry: &LogEntry,
+    mut put: impl FnMut(u32, &str, &str) -> Result<String, StoreError>,
+) -> Result<LogEntry, StoreError> {
+    Ok(match entry {
+        LogEntry::Trace {
+            trace: TraceRecord::RawOutput { step, raw },
+        } => LogEntry::Trace {
+            trace: TraceRecord::RawOutput {
+                step: *step,
+                raw: put(*step, "raw_output", raw)?,
+            },
+        },
+        LogEntry::Trace {
+            trace: TraceRecord::ProtocolViolation { step, kind, raw },
+        } => LogEntry::Trace {
+            trace: TraceRecord::ProtocolViolation {
+                step: *step,
+                kind: *kind,
+                raw: put(*step, "protocol_violation", raw)?,
+            },
+        },
+        other => other.clone(),
+    })
+}
+
+/// Whether the queue row read within an append's transaction (owner,
+/// epoch, state) is still the lease `owner` holds at `epoch`.
+pub(crate) fn lease_holds(
+    held: Option<(Option<String>, i64, String)>,
+    owner: &str,
+    epoch: i64,
+) -> bool {
+    matches!(held, Some((Some(o), e, state)) if o == owner && e == epoch && state == "leased")
+}
+
 /// The `type` column: the item type, event type or trace record name.
-fn entry_type(entry: &LogEntry) -> Result<(String, String), StoreError> {
+pub(crate) fn entry_type(entry: &LogEntry) -> Result<(String, String), StoreError> {
     let value = serde_json::to_value(entry)?;
     let (kind, field, tag) = match entry {
         LogEntry::Item { .. } => ("item", "item", "type"),
@@ -386,6 +410,15 @@ impl Store for SqliteStore {
             ],
         )?;
         Ok(())
+    }
+
+    fn fence(&mut self, run_id: &str, owner: &str, epoch: i64) {
+        self.fences
+            .insert(run_id.to_string(), (owner.to_string(), epoch));
+    }
+
+    fn unfence(&mut self, run_id: &str) {
+        self.fences.remove(run_id);
     }
 
     fn claim_run(&mut self, run_id: &str, seen_pid: Option<u32>) -> Result<(), StoreError> {
@@ -438,6 +471,21 @@ impl Store for SqliteStore {
         for _ in 0..2 {
             let mut head = self.chain_head(run_id)?;
             let tx = self.conn.unchecked_transaction()?;
+            if let Some((owner, epoch)) = self.fences.get(run_id) {
+                let held: Option<(Option<String>, i64, String)> = tx
+                    .query_row(
+                        "SELECT lease_owner, lease_epoch, state FROM server_runs WHERE run_id = ?1",
+                        [run_id],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .optional()?;
+                if !lease_holds(held, owner, *epoch) {
+                    return Err(StoreError::Fenced {
+                        run: run_id.to_string(),
+                        epoch: *epoch,
+                    });
+                }
+            }
             let mut linked = true;
             for (stored, kind, name, body) in &prepared {
                 match Self::insert_entry(&tx, run_id, &head, stored, kind, name, body)? {

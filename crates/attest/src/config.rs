@@ -69,6 +69,12 @@ pub struct ServerSection {
     /// Seconds between heartbeat comments on an idle event stream
     /// (default 15).
     pub heartbeat_secs: Option<u64>,
+    /// A PostgreSQL database (`postgres://…`) shared by several servers,
+    /// instead of the embedded store under `data_dir`.
+    pub database_url: Option<String>,
+    /// Seconds a worker's lease on a run lasts without renewal; a run
+    /// whose server stopped is taken over this long after (default 30).
+    pub lease_secs: Option<u64>,
     /// Outbound webhooks, `[[server.webhooks]]`.
     #[serde(default)]
     pub webhooks: Vec<WebhookEntry>,

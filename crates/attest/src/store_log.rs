@@ -34,6 +34,11 @@ impl SharedStore {
         SharedStore(Arc::new(Mutex::new(Box::new(store))))
     }
 
+    /// A store chosen at run time (SQLite or PostgreSQL).
+    pub fn from_box(store: Box<dyn Store>) -> Self {
+        SharedStore(Arc::new(Mutex::new(store)))
+    }
+
     /// The store, for a few synchronous calls. A thread that panicked while
     /// holding it cannot have left a half-written entry (every append is one
     /// transaction), so a poisoned lock is taken over.

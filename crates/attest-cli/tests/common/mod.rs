@@ -7,6 +7,7 @@
 
 pub mod prompt_cache;
 pub mod responses;
+pub mod server;
 pub mod validate;
 mod wire;
 
@@ -148,6 +149,8 @@ fn epoch_micros() -> u64 {
 struct ScriptedResponder {
     variant: Variant,
     turns: Mutex<VecDeque<Turn>>,
+    /// Picks each turn from its request instead of the script.
+    choose: Option<Chooser>,
     recorded: Arc<Mutex<Recorded>>,
     cache: Mutex<prompt_cache::PromptCache>,
 }
@@ -195,6 +198,10 @@ impl ScriptedResponder {
             return ResponseTemplate::new(400).set_body_json(json!({"error": {"message": v}}));
         }
         drop(rec);
+        if let Some(choose) = &self.choose {
+            let body = self.recorded.lock().unwrap().requests.last().cloned();
+            return wire::render(self.variant, &choose(&body.unwrap_or_default()), usage);
+        }
         let Some(turn) = self.turns.lock().unwrap().pop_front() else {
             self.recorded
                 .lock()
@@ -208,6 +215,9 @@ impl ScriptedResponder {
     }
 }
 
+/// How a reactive model server answers a request.
+pub type Chooser = Arc<dyn Fn(&Value) -> Turn + Send + Sync>;
+
 /// A scripted model server on loopback.
 pub struct MockModel {
     pub server: MockServer,
@@ -217,12 +227,26 @@ pub struct MockModel {
 
 impl MockModel {
     pub async fn start(variant: Variant, turns: Vec<Turn>) -> MockModel {
+        Self::start_inner(variant, turns, None).await
+    }
+
+    /// A model that answers each request with the turn `choose` picks from
+    /// it: for concurrent runs, whose requests arrive in no set order.
+    pub async fn reactive(
+        variant: Variant,
+        choose: impl Fn(&Value) -> Turn + Send + Sync + 'static,
+    ) -> MockModel {
+        Self::start_inner(variant, Vec::new(), Some(Arc::new(choose))).await
+    }
+
+    async fn start_inner(variant: Variant, turns: Vec<Turn>, choose: Option<Chooser>) -> MockModel {
         let server = MockServer::start().await;
         let recorded = Arc::new(Mutex::new(Recorded::default()));
         Mock::given(method("POST"))
             .respond_with(ScriptedResponder {
                 variant,
                 turns: Mutex::new(turns.into()),
+                choose,
                 recorded: Arc::clone(&recorded),
                 cache: Default::default(),
             })

@@ -1,4 +1,4 @@
--- attest store, schema version 6: the delivery ids of signed webhook
+-- attest store, schema version 7: the delivery ids of signed webhook
 -- callbacks already accepted (`adapter:id`), so a replayed callback is
 -- refused also by another server sharing the store.
 CREATE TABLE webhook_deliveries (
