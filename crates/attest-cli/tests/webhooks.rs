@@ -367,6 +367,21 @@ async fn signed_callbacks_release_runs_and_forged_stale_and_replayed_ones_change
     );
     assert!(!file.exists(), "nothing ran");
 
+    // Call ids repeat across runs: a decision naming another run decides nothing.
+    let elsewhere =
+        json!({"call_id": call_id, "run_id": "another-run", "decision": "allow"}).to_string();
+    let signed = standard_headers(IN_SECRET, "msg_elsewhere", now(), &elsewhere);
+    assert_eq!(server.hook("generic", &signed, &elsewhere).await.0, 409);
+    assert_eq!(
+        server.pending().await,
+        vec![call_id.clone()],
+        "still waiting"
+    );
+    assert!(!file.exists(), "nothing ran");
+
+    let allow =
+        json!({"call_id": call_id, "run_id": run_id, "decision": "allow", "decided_by": "alice"})
+            .to_string();
     let signed = standard_headers(IN_SECRET, "msg_decision_1", now(), &allow);
     let (status, decided) = server.hook("generic", &signed, &allow).await;
     assert_eq!(status, 200, "{decided}");

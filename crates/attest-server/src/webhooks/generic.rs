@@ -13,6 +13,10 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct HookDecision {
     pub call_id: String,
+    /// The run the call belongs to; when given, a call of another run
+    /// with the same id is not decided (409).
+    #[serde(default)]
+    pub run_id: Option<String>,
     pub decision: Decision,
     #[serde(default)]
     pub scope: DecisionScope,
@@ -58,6 +62,7 @@ pub fn parse(
         Inbound::Decide {
             button: ButtonValue {
                 call_id: d.call_id,
+                run_id: d.run_id,
                 decision: d.decision,
                 scope: d.scope,
                 token: None,

@@ -105,7 +105,7 @@ pub async fn receive(
     let Inbound::Decide { button, decided_by } = inbound else {
         return Err(ApiError::BadRequest("nothing to decide".into()));
     };
-    if adapter != "generic" && !hooks.token_fits(&button.call_id, button.token.as_deref()) {
+    if adapter != "generic" && !hooks.token_fits(&button) {
         return Err(HookError::Unauthorized(
             "the button's approval token does not fit this call".into(),
         )
@@ -122,6 +122,11 @@ pub async fn receive(
         .iter()
         .find(|p| p.request.call_id == button.call_id)
         .map(CallView::from_pending);
+    // The same call id waiting in another run is not this button's call.
+    let other_run = match (&call, &button.run_id) {
+        (Some(c), Some(run)) => &c.run_id != run,
+        _ => false,
+    };
     let approved = button.approved();
     let decision = ApprovalDecision {
         approved,
@@ -129,11 +134,16 @@ pub async fn receive(
         message: button.message.clone(),
         via: Some("webhook".into()),
     };
-    let pending = state.decide_approval(
-        &button.call_id,
-        decision,
-        button.scope == crate::api::DecisionScope::Session,
-    )?;
+    let pending = if other_run {
+        None
+    } else {
+        state.decide_approval(
+            &button.call_id,
+            decision,
+            button.scope == crate::api::DecisionScope::Session,
+        )?
+    };
+    let call = call.filter(|_| !other_run);
     let decided = match &pending {
         Some(_) => Decided::Now {
             approved,

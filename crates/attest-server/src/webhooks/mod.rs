@@ -243,16 +243,24 @@ impl Webhooks {
     }
 
     /// The approval token for `call_id`'s buttons.
-    fn token(&self, call_id: &str) -> Option<String> {
+    /// The approval token for the buttons of `call_id` in `run_id` (call
+    /// ids repeat across runs, so the run is bound in too).
+    fn token(&self, run_id: &str, call_id: &str) -> Option<String> {
         let key = self.action_key.as_ref()?;
         Some(sign::hmac_hex(
             key,
-            &[b"attest-approval:", call_id.as_bytes()],
+            &[
+                b"attest-approval:",
+                run_id.as_bytes(),
+                b"\0",
+                call_id.as_bytes(),
+            ],
         ))
     }
 
-    fn token_fits(&self, call_id: &str, token: Option<&str>) -> bool {
-        match (self.token(call_id), token) {
+    fn token_fits(&self, button: &ButtonValue) -> bool {
+        let run_id = button.run_id.as_deref().unwrap_or_default();
+        match (self.token(run_id, &button.call_id), button.token.as_deref()) {
             (Some(expected), Some(given)) => {
                 sign::constant_time_eq(expected.as_bytes(), given.as_bytes())
             }
@@ -276,6 +284,10 @@ impl Webhooks {
 #[serde(deny_unknown_fields)]
 pub struct ButtonValue {
     pub call_id: String,
+    /// The run the call belongs to (call ids repeat across runs); when
+    /// given, a call of another run is not decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub decision: Decision,
     #[serde(default)]
     pub scope: DecisionScope,

@@ -98,9 +98,10 @@ async fn wait_for_pending(state: &AppState, call_id: &str) -> Option<CallView> {
 fn button(state: &AppState, call: &CallView, decision: Decision) -> ButtonValue {
     ButtonValue {
         call_id: call.call_id.clone(),
+        run_id: Some(call.run_id.clone()),
         decision,
         scope: DecisionScope::Once,
-        token: state.webhooks.token(&call.call_id),
+        token: state.webhooks.token(&call.run_id, &call.call_id),
         message: None,
     }
 }

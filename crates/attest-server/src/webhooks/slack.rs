@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_block_actions_payload_names_the_button_and_the_user() {
-        let value = r#"{"call_id":"call_1","decision":"allow","token":"t"}"#;
+        let value = r#"{"call_id":"call_1","run_id":"run_1","decision":"allow","token":"t"}"#;
         let payload = json!({
             "type": "block_actions",
             "user": {"id": "U1", "username": "alice"},
@@ -165,6 +165,7 @@ mod tests {
         match parse(body.as_bytes()).unwrap() {
             Inbound::Decide { button, decided_by } => {
                 assert_eq!(button.call_id, "call_1");
+                assert_eq!(button.run_id.as_deref(), Some("run_1"));
                 assert!(button.approved());
                 assert_eq!(decided_by, "slack:alice");
             }

@@ -90,14 +90,24 @@ fn with_action_key() -> Webhooks {
 }
 
 #[test]
-fn an_approval_token_fits_only_its_call() {
+fn an_approval_token_fits_only_its_call_in_its_run() {
     let hooks = with_action_key();
-    let token = hooks.token("call_1").unwrap();
-    assert!(hooks.token_fits("call_1", Some(&token)));
-    assert!(!hooks.token_fits("call_2", Some(&token)));
-    assert!(!hooks.token_fits("call_1", None));
-    assert!(!hooks.token_fits("call_1", Some("0000")));
-    assert!(!Webhooks::none().token_fits("call_1", Some(&token)));
+    let token = hooks.token("run_1", "call_1").unwrap();
+    let button = |run: &str, call: &str, token: Option<&str>| ButtonValue {
+        call_id: call.into(),
+        run_id: Some(run.into()),
+        decision: Decision::Allow,
+        scope: DecisionScope::Once,
+        token: token.map(str::to_string),
+        message: None,
+    };
+    assert!(hooks.token_fits(&button("run_1", "call_1", Some(&token))));
+    assert!(!hooks.token_fits(&button("run_1", "call_2", Some(&token))));
+    // Call ids repeat across runs: another run's call_1 does not fit.
+    assert!(!hooks.token_fits(&button("run_2", "call_1", Some(&token))));
+    assert!(!hooks.token_fits(&button("run_1", "call_1", None)));
+    assert!(!hooks.token_fits(&button("run_1", "call_1", Some("0000"))));
+    assert!(!Webhooks::none().token_fits(&button("run_1", "call_1", Some(&token))));
 }
 
 fn call() -> CallView {
@@ -113,6 +123,7 @@ fn call() -> CallView {
 fn buttons() -> (ButtonValue, ButtonValue) {
     let b = |decision| ButtonValue {
         call_id: "call_1".into(),
+        run_id: Some("run_1".into()),
         decision,
         scope: DecisionScope::Once,
         token: Some("tok".into()),
