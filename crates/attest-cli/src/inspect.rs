@@ -335,6 +335,22 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
         } => {
             format!("\nterminal: {state} ({reason})\n  basis: {basis}")
         }
+        TraceRecord::WebhookDelivery {
+            event,
+            webhook_id,
+            host,
+            attempt,
+            status,
+            error,
+            ..
+        } => {
+            let outcome = match (status, error) {
+                (Some(code), _) => format!("HTTP {code}"),
+                (None, Some(e)) => one_line(e, 120),
+                (None, None) => "no answer".into(),
+            };
+            format!("  webhook {event} {webhook_id} to {host} (attempt {attempt}): {outcome}")
+        }
         TraceRecord::ConfigIgnored { key, source } => {
             format!("  config ignored: {key} from untrusted {source}")
         }

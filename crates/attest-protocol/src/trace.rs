@@ -134,6 +134,26 @@ pub enum TraceRecord {
         decision: MemoryDecision,
         reason: String,
     },
+    /// One attempt to deliver an outbound webhook about this run (SPEC
+    /// J2). Never the secret nor the signature.
+    WebhookDelivery {
+        /// `approval_requested` or `done`.
+        event: String,
+        /// The `webhook-id` header: the same on every attempt.
+        webhook_id: String,
+        /// The receiver's host (not its path, which may hold a token).
+        host: String,
+        /// 1 for the first attempt.
+        attempt: u32,
+        /// The receiver's HTTP status, when it answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// Why the attempt failed without a status (connect, timeout).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// A 2xx answer: no further attempt.
+        delivered: bool,
+    },
 }
 
 /// One source of a request's context and its size (SPEC H1).

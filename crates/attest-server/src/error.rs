@@ -21,6 +21,11 @@ pub enum ApiError {
     Unavailable(String),
     #[error("internal error: {0}")]
     Internal(String),
+    #[error("{0}")]
+    TooManyRequests(String),
+    /// The server's config, found wrong at start-up.
+    #[error("{0}")]
+    Config(String),
 }
 
 impl ApiError {
@@ -32,7 +37,8 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 }

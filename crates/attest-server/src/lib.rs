@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod openapi;
 mod routes;
 pub mod state;
+pub mod webhooks;
 pub mod worker;
 
 pub use config::ServerConfig;
@@ -60,6 +61,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}/events", get(events::run_events))
         .route("/v1/approvals", get(routes::list_approvals))
         .route("/v1/approvals/{call_id}", post(routes::decide_approval))
+        .route("/v1/hooks/{adapter}", post(webhooks::receive))
         .route("/v1/sessions", get(routes::list_sessions))
         .route("/v1/sessions/{id}", get(routes::get_session))
         .route("/v1/sessions/{id}/events", get(events::session_events))

@@ -21,6 +21,7 @@ use utoipa::{Modify, OpenApi};
         crate::events::run_events,
         crate::routes::list_approvals,
         crate::routes::decide_approval,
+        crate::webhooks::receive,
         crate::routes::list_sessions,
         crate::routes::get_session,
         crate::events::session_events,
@@ -32,7 +33,7 @@ use utoipa::{Modify, OpenApi};
     components(schemas(
         SubmitRun, Submitted, RunView, RunSummary, RunPage, TraceView, PendingApprovalView,
         Decision, DecisionScope, DecideApproval, ApprovalDecided, SessionView, SessionDetail,
-        Health, ErrorBody
+        Health, ErrorBody, crate::webhooks::HookDecision
     )),
     modifiers(&BearerAuth)
 )]

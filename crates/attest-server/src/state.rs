@@ -6,6 +6,7 @@ use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::hub::Hub;
 use crate::metrics::StepLatency;
+use crate::webhooks::Webhooks;
 use attest::core::PendingApproval;
 use attest::store::{
     PgListener, PgStore, ServerStore, SqliteStore, Store, StoreError, APPROVALS_CHANNEL,
@@ -47,6 +48,8 @@ pub struct Inner {
     pub env: ServerEnv,
     /// PostgreSQL: what other servers do, as notifications.
     listener: Mutex<Option<PgListener>>,
+    /// Outbound webhooks and the inbound adapters' secrets.
+    pub webhooks: Webhooks,
 }
 
 #[derive(Clone)]
@@ -191,6 +194,9 @@ impl AppState {
         provider: BuiltProvider,
         env: ServerEnv,
     ) -> Result<AppState, ApiError> {
+        let file = cfg.file().map_err(ApiError::Config)?;
+        let webhooks = Webhooks::from_config(&file.server, &env.env)
+            .map_err(|e| ApiError::Config(format!("{e}{}", cfg.note())))?;
         let unavailable = |e: StoreError| ApiError::Unavailable(e.to_string());
         let mut queue = open_store(&cfg).map_err(unavailable)?;
         let log: Box<dyn Store> = open_store(&cfg).map_err(unavailable)?;
@@ -216,6 +222,7 @@ impl AppState {
             owner,
             provider,
             env,
+            webhooks,
             listener: Mutex::new(None),
         }));
         if let Some(url) = url {

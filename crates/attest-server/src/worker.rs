@@ -105,6 +105,7 @@ async fn run_leased(
     let mut observer = move |e: &Event| {
         if !e.body.is_delta() {
             hub_state.hub.appended(&run_id, &session_id);
+            crate::webhooks::observe(&hub_state, &session_id, e);
         }
     };
     let earlier = if lease.takeover {

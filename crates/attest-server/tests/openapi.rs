@@ -36,6 +36,7 @@ fn every_endpoint_is_documented_with_its_scope_and_errors() {
         "/v1/runs/{id}/events",
         "/v1/approvals",
         "/v1/approvals/{call_id}",
+        "/v1/hooks/{adapter}",
         "/v1/sessions",
         "/v1/sessions/{id}",
         "/v1/sessions/{id}/events",

@@ -168,6 +168,9 @@ pub trait ServerStore: Store {
     fn revoke_token(&mut self, id_or_name: &str) -> Result<usize, StoreError>;
     /// Whether the store answers (readiness).
     fn ping(&self) -> Result<(), StoreError>;
+    /// Record a signed callback's delivery key (`adapter:id`): true the
+    /// first time, false for a replay (by any server sharing the store).
+    fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError>;
 
     /// Record an approval a run now waits for (`decision` unset).
     fn request_approval(&mut self, approval: &ApprovalRecord) -> Result<(), StoreError>;
@@ -456,6 +459,13 @@ impl ServerStore for SqliteStore {
         Ok(())
     }
 
+    fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError> {
+        let inserted = self.conn.execute(
+            "INSERT OR IGNORE INTO webhook_deliveries (key, seen_at) VALUES (?1, ?2)",
+            params![key, now()],
+        )?;
+        Ok(inserted == 1)
+    }
     fn request_approval(&mut self, a: &ApprovalRecord) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT INTO server_approvals (call_id, run_id, session_id, tool_name, request, owner, requested_at)
@@ -639,5 +649,13 @@ mod tests {
         assert_eq!(store.revoke_token("ci").unwrap(), 1);
         assert_eq!(store.revoke_token("ci").unwrap(), 0);
         assert!(store.tokens().unwrap()[0].revoked_at.is_some());
+    }
+
+    #[test]
+    fn a_delivery_key_is_first_only_once() {
+        let mut store = SqliteStore::open_in_memory().unwrap();
+        assert!(store.first_delivery("generic:msg_1").unwrap());
+        assert!(!store.first_delivery("generic:msg_1").unwrap());
+        assert!(store.first_delivery("slack:msg_1").unwrap());
     }
 }

@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_hash_chain.sql"),
     include_str!("../migrations/0005_server.sql"),
     include_str!("../migrations/0006_approvals.sql"),
+    include_str!("../migrations/0007_webhooks.sql"),
 ];
 
 /// Where a run's chain stands, as this process last saw it.

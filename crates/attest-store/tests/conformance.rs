@@ -58,6 +58,7 @@ conformance!(
     tokens_are_listed_and_revoked,
     memory_items_round_trip,
     a_resumed_handle_continues_the_chain_another_handle_started,
+    a_delivery_key_is_first_only_once,
 );
 
 fn run(id: &str, session: &str) -> NewRun {
@@ -585,4 +586,14 @@ fn a_resumed_handle_continues_the_chain_another_handle_started(b: &dyn Backend) 
         second.verify_chain("r1").unwrap(),
         ChainVerdict::Intact { entries: 3 }
     );
+}
+
+fn a_delivery_key_is_first_only_once(b: &dyn Backend) {
+    let mut store = b.open();
+    assert!(store.first_delivery("generic:msg_1").unwrap());
+    assert!(!store.first_delivery("generic:msg_1").unwrap());
+    assert!(store.first_delivery("slack:msg_1").unwrap());
+    // Another handle on the same store (another server) sees it too.
+    let mut other = b.open();
+    assert!(!other.first_delivery("generic:msg_1").unwrap());
 }

@@ -75,6 +75,50 @@ pub struct ServerSection {
     /// Seconds a worker's lease on a run lasts without renewal; a run
     /// whose server stopped is taken over this long after (default 30).
     pub lease_secs: Option<u64>,
+    /// Outbound webhooks, `[[server.webhooks]]`.
+    #[serde(default)]
+    pub webhooks: Vec<WebhookEntry>,
+    /// Inbound signed approval callbacks, `[server.hooks]`.
+    #[serde(default)]
+    pub hooks: HooksSection,
+}
+
+/// `[[server.webhooks]]`: where a run's `approval_requested` (and `done`)
+/// are delivered, signed per Standard Webhooks. Secrets are named by
+/// environment variable, never written here.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookEntry {
+    pub url: String,
+    /// Variable holding the `whsec_…` signing secret (required for
+    /// `format = "standard"`).
+    pub secret_env: Option<String>,
+    /// `approval_requested`, `done` (default: `approval_requested`).
+    pub events: Option<Vec<String>>,
+    /// `standard` (default): a JSON event; `feishu` / `slack`: the body is
+    /// an interactive card / Block Kit message with Approve and Reject.
+    pub format: Option<String>,
+    /// Attempts per delivery, retried with backoff (default 5).
+    pub max_attempts: Option<u32>,
+}
+
+/// `[server.hooks]`: the secrets `POST /v1/hooks/{adapter}` verifies
+/// senders with, by environment variable. An adapter whose secret is not
+/// configured answers 404.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSection {
+    /// `whsec_…` secret of the `generic` adapter (Standard Webhooks).
+    pub generic_secret_env: Option<String>,
+    /// Feishu/Lark app's Encrypt Key: signatures and encrypted bodies.
+    pub feishu_encrypt_key_env: Option<String>,
+    /// Feishu/Lark app's Verification Token, checked when set.
+    pub feishu_verification_token_env: Option<String>,
+    /// Slack app's Signing Secret (`v0` request signing).
+    pub slack_signing_secret_env: Option<String>,
+    /// Key of the single-use approval tokens in card buttons (required
+    /// with a `feishu` or `slack` webhook or adapter).
+    pub action_secret_env: Option<String>,
 }
 
 /// `[telemetry]`: where spans are exported, and whether they carry contents.

@@ -421,6 +421,17 @@ impl ServerStore for PgStore {
         })
     }
 
+    fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError> {
+        let key = key.to_string();
+        self.conn.call(move |c| {
+            let inserted = c.execute(
+                "INSERT INTO webhook_deliveries (key, seen_at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                &[&key, &now()],
+            )?;
+            Ok(inserted == 1)
+        })
+    }
+
     fn session_grant(&self, session_id: &str, tool_name: &str) -> Result<bool, StoreError> {
         let (session, tool) = (session_id.to_string(), tool_name.to_string());
         self.conn.call(move |c| {
