@@ -117,16 +117,19 @@ pub async fn receive(
         )
         .into());
     }
+    // A call id names a call within one run: the button's run, when it
+    // carries one, picks which.
     let call = state
         .pending_approvals()
         .iter()
-        .find(|p| p.request.call_id == button.call_id)
+        .find(|p| {
+            p.request.call_id == button.call_id
+                && button
+                    .run_id
+                    .as_ref()
+                    .is_none_or(|run| *run == p.request.run_id)
+        })
         .map(CallView::from_pending);
-    // The same call id waiting in another run is not this button's call.
-    let other_run = match (&call, &button.run_id) {
-        (Some(c), Some(run)) => &c.run_id != run,
-        _ => false,
-    };
     let approved = button.approved();
     let decision = ApprovalDecision {
         approved,
@@ -134,16 +137,12 @@ pub async fn receive(
         message: button.message.clone(),
         via: Some("webhook".into()),
     };
-    let pending = if other_run {
-        None
-    } else {
-        state.decide_approval(
-            &button.call_id,
-            decision,
-            button.scope == crate::api::DecisionScope::Session,
-        )?
-    };
-    let call = call.filter(|_| !other_run);
+    let pending = state.decide_approval(
+        button.run_id.as_deref(),
+        &button.call_id,
+        decision,
+        button.scope == crate::api::DecisionScope::Session,
+    )?;
     let decided = match &pending {
         Some(_) => Decided::Now {
             approved,

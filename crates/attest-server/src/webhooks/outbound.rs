@@ -47,7 +47,7 @@ enum Subject {
 async fn deliver_event(state: AppState, session_id: String, kind: &'static str, event: Event) {
     let subject = match &event.body {
         EventBody::ApprovalRequested { call_id, .. } => {
-            match wait_for_pending(&state, call_id).await {
+            match wait_for_pending(&state, &event.run_id, call_id).await {
                 Some(call) => Subject::Approval(call),
                 // Decided at once (a session grant): nobody needs asking.
                 None => return,
@@ -78,13 +78,13 @@ async fn deliver_event(state: AppState, session_id: String, kind: &'static str, 
     futures::future::join_all(deliveries).await;
 }
 
-async fn wait_for_pending(state: &AppState, call_id: &str) -> Option<CallView> {
+async fn wait_for_pending(state: &AppState, run_id: &str, call_id: &str) -> Option<CallView> {
     let deadline = tokio::time::Instant::now() + PENDING_WAIT;
     loop {
         if let Some(p) = state
             .pending_approvals()
             .iter()
-            .find(|p| p.request.call_id == call_id)
+            .find(|p| p.request.call_id == call_id && p.request.run_id == run_id)
         {
             return Some(CallView::from_pending(p));
         }
