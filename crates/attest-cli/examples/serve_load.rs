@@ -7,12 +7,14 @@
 //!
 //! `serve_load RUNS STEPS SERVERS DELAY_MS [DATABASE_URL]`: without a URL
 //! the servers share one SQLite store (use SERVERS = 1 there).
-//! Build the binary first: `cargo build --release -p attest-cli --examples`.
+//! Build first (`cargo build --release -p attest-cli --bin attest
+//! --example serve_load`) and name the binary the servers run:
+//! `CARGO_BIN_EXE_attest=target/release/attest target/release/examples/serve_load …`.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::server::{client, get_json, submit, Server, ServerDir};
+use common::server::{client, submit, Server, ServerDir};
 use common::{MockModel, Turn, Variant, Wire};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -82,7 +84,6 @@ async fn main() {
     };
     let dir = ServerDir::new(&model, &extra);
     let procs: Vec<Server> = (0..servers).map(|_| Server::start(&dir)).collect();
-    let http = client();
     let started = Instant::now();
     let mut submitted = Vec::with_capacity(runs);
     {
@@ -99,29 +100,28 @@ async fn main() {
             submitted.push(r["run_id"].as_str().unwrap().to_string());
         }
     }
-    let _ = http;
     // Done when the queue says so.
-    loop {
-        let list = get_json(&procs[0], None, "/v1/runs").await;
-        let open = list
-            .as_array()
-            .unwrap()
+    let open_runs = |text: &str| {
+        ["queued", "running"]
             .iter()
-            .filter(|r| matches!(r["state"].as_str(), Some("queued" | "running")))
-            .count();
-        if open == 0 {
-            break;
+            .filter_map(|state| metric(text, &format!("attest_runs{{state=\"{state}\"}}")))
+            .sum::<f64>()
+    };
+    let completed = loop {
+        let text = client()
+            .get(procs[0].url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if open_runs(&text) == 0.0 {
+            break metric(&text, "attest_runs{state=\"completed\"}").unwrap_or(0.0) as usize;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    };
     let wall = started.elapsed().as_secs_f64();
-    let list = get_json(&procs[0], None, "/v1/runs").await;
-    let completed = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["state"] == "completed")
-        .count();
     let mut per_server = Vec::new();
     for p in &procs {
         let text = client()

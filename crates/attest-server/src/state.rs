@@ -34,7 +34,10 @@ pub struct ServerEnv {
 pub struct Inner {
     pub cfg: ServerConfig,
     queue: Mutex<Box<dyn ServerStore>>,
-    pub log: SharedStore,
+    /// The engines' store handles (each its own connection), a run's
+    /// chosen by its id: PostgreSQL appends of different runs go in
+    /// parallel instead of queueing behind one connection.
+    logs: Vec<SharedStore>,
     pub hub: Hub,
     pub desk: Arc<ApprovalDesk>,
     pub latency: Arc<StepLatency>,
@@ -125,10 +128,21 @@ impl Inner {
         Ok(decided.as_ref().map(pending_from))
     }
 
+    /// The store handle the engine of run `run_id` appends through.
+    pub fn log(&self, run_id: &str) -> &SharedStore {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        run_id.hash(&mut h);
+        &self.logs[(h.finish() % self.logs.len() as u64) as usize]
+    }
+
     pub fn active_runs(&self) -> usize {
         self.active.lock().map(|a| a.len()).unwrap_or(0)
     }
 }
+
+/// Store connections for the engines' appends on PostgreSQL.
+const LOG_CONNECTIONS: usize = 8;
 
 /// Names a lease owner after this process: `<host>/<pid>/<nonce>`.
 fn owner_name() -> String {
@@ -199,8 +213,19 @@ impl AppState {
             .map_err(|e| ApiError::Config(format!("{e}{}", cfg.note())))?;
         let unavailable = |e: StoreError| ApiError::Unavailable(e.to_string());
         let mut queue = open_store(&cfg).map_err(unavailable)?;
-        let log: Box<dyn Store> = open_store(&cfg).map_err(unavailable)?;
-        let log = SharedStore::from_box(log);
+        let handles = if cfg.database_url.is_some() {
+            LOG_CONNECTIONS
+        } else {
+            // One writer at a time in SQLite anyway.
+            1
+        };
+        let logs = (0..handles)
+            .map(|_| {
+                let log: Box<dyn Store> = open_store(&cfg)?;
+                Ok(SharedStore::from_box(log))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()
+            .map_err(unavailable)?;
         let owner = owner_name();
         let expired = queue.expire_leases(&|o| owner_gone(o, &owner))?;
         if expired > 0 {
@@ -213,7 +238,7 @@ impl AppState {
         let state = AppState(Arc::new(Inner {
             cfg,
             queue: Mutex::new(queue),
-            log,
+            logs,
             hub: Hub::default(),
             desk,
             latency: Arc::new(StepLatency::default()),

@@ -68,12 +68,12 @@ async fn drive(state: AppState, lease: Lease, cancel: CancellationToken) {
     // Every append of this run is fenced by the lease: once another
     // worker takes it over, this one's writes are refused.
     state
-        .log
+        .log(&lease.run_id)
         .lock()
         .fence(&lease.run_id, &state.owner, lease.epoch);
     let outcome = run_leased(&state, &lease, cancel).await;
     renewal.abort();
-    state.log.lock().unfence(&lease.run_id);
+    state.log(&lease.run_id).lock().unfence(&lease.run_id);
     let (settled, reason) = match &outcome {
         Ok(()) => ("finished", None),
         Err(e) => ("failed", Some(e.as_str())),
@@ -166,7 +166,7 @@ fn engine_for(
         .built_provider(provider)
         .env(Arc::clone(&state.env.env))
         .tool_env_source(state.env.tool_env.iter().cloned())
-        .store(state.log.clone())
+        .store(state.log(&lease.run_id).clone())
         .approver(crate::approvals::for_run(state, &lease.session_id))
         .notices(Arc::clone(&state.env.notices));
     if let Some(kind) = &request.expect {

@@ -84,7 +84,7 @@ pub(crate) fn modify(
     id: &str,
     change: impl FnOnce(&mut MemoryItem),
 ) -> Result<MemoryItem, StoreError> {
-    let tx = conn.unchecked_transaction()?;
+    let tx = crate::sqlite::write_tx(conn)?;
     let body: Option<String> = tx
         .query_row("SELECT body FROM memory WHERE id = ?1", [id], |r| r.get(0))
         .optional()?;

@@ -9,7 +9,7 @@
 //! with the next epoch, and the taker is told so ([`Lease::takeover`]) so it
 //! resumes the run from its log instead of starting it again.
 
-use crate::sqlite::now;
+use crate::sqlite::{now, write_tx};
 use crate::{SqliteStore, Store, StoreError};
 use attest_protocol::{Event, LogEntry};
 use rusqlite::{params, OptionalExtension};
@@ -235,7 +235,7 @@ impl SqliteStore {
 
 impl ServerStore for SqliteStore {
     fn enqueue(&mut self, run: &QueuedRun) -> Result<Enqueued, StoreError> {
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = write_tx(&self.conn)?;
         if let Some(key) = &run.idempotency_key {
             let earlier = tx
                 .query_row(
@@ -511,7 +511,7 @@ impl ServerStore for SqliteStore {
         decision: &serde_json::Value,
         for_session: bool,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = write_tx(&self.conn)?;
         let decided = tx
             .query_row(
                 "UPDATE server_approvals SET decision = ?3, for_session = ?4, decided_at = ?5

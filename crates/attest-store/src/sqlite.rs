@@ -63,6 +63,15 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// A write transaction that takes the write lock when it begins
+/// (`BEGIN IMMEDIATE`), so waiting for another writer goes through the
+/// busy timeout. A deferred one that reads first and writes later fails
+/// at once with `database is locked` when another connection wrote in
+/// between (the server's queue and log are two connections).
+pub(crate) fn write_tx(conn: &Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+}
+
 pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
@@ -122,7 +131,7 @@ impl SqliteStore {
             });
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = conn.unchecked_transaction()?;
+            let tx = write_tx(&conn)?;
             tx.execute_batch(sql)?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)?;
             tx.commit()?;
@@ -470,7 +479,7 @@ impl Store for SqliteStore {
         // Twice at most: when another writer moved the head, reread it.
         for _ in 0..2 {
             let mut head = self.chain_head(run_id)?;
-            let tx = self.conn.unchecked_transaction()?;
+            let tx = write_tx(&self.conn)?;
             if let Some((owner, epoch)) = self.fences.get(run_id) {
                 let held: Option<(Option<String>, i64, String)> = tx
                     .query_row(

@@ -202,7 +202,7 @@ async fn deliver(state: &AppState, endpoint: &Endpoint, run_id: &str, kind: &str
             delivered,
         };
         if let Err(e) = state
-            .log
+            .log(run_id)
             .lock()
             .append(run_id, &LogEntry::Trace { trace: record })
         {
