@@ -79,16 +79,16 @@ pub struct PendingApproval {
 /// timeout denies it.
 pub struct PendingApprovals {
     timeout: std::time::Duration,
-    waiting: std::sync::Mutex<
-        std::collections::BTreeMap<
-            (String, String),
-            (
-                PendingApproval,
-                tokio::sync::oneshot::Sender<ApprovalDecision>,
-            ),
-        >,
-    >,
+    waiting: std::sync::Mutex<std::collections::BTreeMap<CallKey, Waiting>>,
 }
+
+/// A call: its run id and call id.
+type CallKey = (String, String);
+/// A waiting approval and where its decision goes.
+type Waiting = (
+    PendingApproval,
+    tokio::sync::oneshot::Sender<ApprovalDecision>,
+);
 
 impl PendingApprovals {
     pub fn new(timeout: std::time::Duration) -> Self {
