@@ -9,6 +9,7 @@ mod common;
 mod pg;
 
 use common::server::*;
+use common::signing::{now, standard_headers};
 use common::{MockModel, Turn, Variant, Wire};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -32,24 +33,31 @@ fn after_tool(request: &Value) -> bool {
 }
 
 /// A shared server directory: its config names the database (and the
-/// rest of `[server]` after `extra`), then `tools`.
-fn cluster_dir(model: &MockModel, db: &pg::TestDb, extra: &str, tools: &str) -> ServerDir {
+/// rest of `[server]` after `extra`), then `tail` (tools, more tables).
+fn cluster_dir(model: &MockModel, db: &pg::TestDb, extra: &str, tail: &str) -> ServerDir {
     let dir = ServerDir::new(
         model,
         &format!("database_url = \"{}\"\nlease_secs = 3\n{extra}", db.url),
     );
-    if !tools.is_empty() {
+    if !tail.is_empty() {
         let mut text = std::fs::read_to_string(dir.config()).unwrap();
         text.push('\n');
-        text.push_str(tools);
+        text.push_str(tail);
         std::fs::write(dir.config(), text).unwrap();
     }
     dir
 }
 
+/// The secret signed decisions to `/v1/hooks/generic` are checked with.
+const HOOK_SECRET: &str = "whsec_YXR0ZXN0LWNsdXN0ZXItaG9vay1zZWNyZXQhIQ==";
+
 fn start(dir: &ServerDir, db: &pg::TestDb) -> Server {
     // The URL on the command line wins over the file's (the same here).
-    Server::start_with(dir, &["--database-url", &db.url])
+    Server::start_env(
+        dir,
+        &["--database-url", &db.url],
+        &[("ATTEST_TEST_HOOK_SECRET", HOOK_SECRET)],
+    )
 }
 
 fn lines(path: &std::path::Path) -> usize {
@@ -273,7 +281,7 @@ command = [\"sh\", \"-c\", \"cat >/dev/null; echo started > started.txt; sleep 6
 }
 
 #[tokio::test]
-async fn an_approval_waiting_on_one_server_is_decided_through_another() {
+async fn an_approval_waiting_on_one_server_is_decided_through_another_s_api_and_signed_callback() {
     let db = pg::TestDb::new();
     let model = MockModel::reactive(NO_STREAM, |request| {
         if after_tool(request) {
@@ -283,7 +291,12 @@ async fn an_approval_waiting_on_one_server_is_decided_through_another() {
         }
     })
     .await;
-    let dir = cluster_dir(&model, &db, "approval_timeout_secs = 60\n", "");
+    let dir = cluster_dir(
+        &model,
+        &db,
+        "approval_timeout_secs = 60\n",
+        "[server.hooks]\ngeneric_secret_env = \"ATTEST_TEST_HOOK_SECRET\"\n",
+    );
     let alice = dir.token_with(
         "alice",
         "runs:read,runs:write,approvals:read,approvals:write",
@@ -355,4 +368,66 @@ async fn an_approval_waiting_on_one_server_is_decided_through_another() {
         .clone();
     assert_eq!(resolution["approved"], true);
     assert_eq!(resolution["decided_by"], "alice");
+
+    // A second run waits on A; a signed callback to B decides it.
+    let submitted = submit(
+        &a,
+        Some(&alice),
+        json!({"prompt": "Create it.", "workspace": "w2"}),
+    )
+    .await;
+    let run_id = submitted["run_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let call_id = loop {
+        let list = get_json(&b, Some(&alice), "/v1/approvals").await;
+        if let Some(p) = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["run_id"] == run_id.as_str())
+        {
+            break p["call_id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second approval never reached B"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let body =
+        json!({"call_id": call_id, "run_id": run_id, "decision": "allow", "decided_by": "bob"})
+            .to_string();
+    let hook = |headers: Vec<(&'static str, String)>| {
+        let mut req = client().post(b.url("/v1/hooks/generic")).body(body.clone());
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        req.send()
+    };
+    let forged = standard_headers(
+        "whsec_bm90LXRoZS1zZXJ2ZXJzLXNlY3JldC1hdC1hbGwhIQ==",
+        "msg_forged",
+        now(),
+        &body,
+    );
+    assert_eq!(hook(forged).await.unwrap().status(), 401);
+    let stale = standard_headers(HOOK_SECRET, "msg_stale", now() - 600, &body);
+    assert_eq!(hook(stale).await.unwrap().status(), 401);
+    assert!(
+        !dir.workspace("w2").join("approved.txt").exists(),
+        "refused callbacks decide nothing"
+    );
+    let signed = standard_headers(HOOK_SECRET, "msg_cluster_1", now(), &body);
+    assert_eq!(hook(signed.clone()).await.unwrap().status(), 200);
+    let run = all_ended(
+        &a,
+        Some(&alice),
+        std::slice::from_ref(&run_id),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(run[0]["state"], "completed", "{}", run[0]);
+    assert!(dir.workspace("w2").join("approved.txt").exists());
+    // The same delivery replayed: refused.
+    assert_eq!(hook(signed).await.unwrap().status(), 401);
 }

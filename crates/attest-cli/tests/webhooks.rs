@@ -10,8 +10,8 @@ mod common;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use common::signing::{hmac, now, standard_headers, whsec_key};
 use common::{MockModel, Turn, Variant, Wire};
-use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader};
@@ -33,23 +33,6 @@ const FEISHU_KEY: &str = "feishu-test-encrypt-key";
 const FEISHU_TOKEN: &str = "feishu-test-verification-token";
 const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const ACTION_SECRET: &str = "attest-test-action-secret";
-
-fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).unwrap();
-    mac.update(data);
-    mac.finalize().into_bytes().to_vec()
-}
-
-fn whsec_key(secret: &str) -> Vec<u8> {
-    B64.decode(secret.strip_prefix("whsec_").unwrap()).unwrap()
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
 
 struct Server {
     child: Child,
@@ -216,18 +199,6 @@ impl Server {
         let status = resp.status().as_u16();
         (status, resp.json().await.unwrap_or(Value::Null))
     }
-}
-
-/// Standard Webhooks headers for `body`, signed with `secret`.
-fn standard_headers(secret: &str, id: &str, ts: i64, body: &str) -> Vec<(&'static str, String)> {
-    let content = format!("{id}.{ts}.{body}");
-    let sig = B64.encode(hmac(&whsec_key(secret), content.as_bytes()));
-    vec![
-        ("content-type", "application/json".into()),
-        ("webhook-id", id.into()),
-        ("webhook-timestamp", ts.to_string()),
-        ("webhook-signature", format!("v1,{sig}")),
-    ]
 }
 
 /// The receiver's requests to `p`, waiting until `until` holds.

@@ -8,6 +8,7 @@
 pub mod prompt_cache;
 pub mod responses;
 pub mod server;
+pub mod signing;
 pub mod validate;
 mod wire;
 

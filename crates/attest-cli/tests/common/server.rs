@@ -93,10 +93,17 @@ impl Server {
 
     /// With more arguments (`--database-url URL`).
     pub fn start_with(dir: &ServerDir, args: &[&str]) -> Server {
+        Self::start_env(dir, args, &[])
+    }
+
+    /// With more arguments and environment variables (secrets the config
+    /// names).
+    pub fn start_env(dir: &ServerDir, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("attest"))
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(dir.config())
             .args(args)
+            .envs(env.iter().copied())
             .env("XDG_CONFIG_HOME", super::test_config_home())
             .env_remove("OPENAI_API_KEY")
             .env_remove("OPENAI_BASE_URL")
