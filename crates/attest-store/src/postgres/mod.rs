@@ -41,11 +41,12 @@ pub fn shown_url(url: &str) -> String {
 }
 
 /// Schema version this build reads and writes on PostgreSQL.
-pub const PG_SCHEMA_VERSION: i64 = 2;
+pub const PG_SCHEMA_VERSION: i64 = 3;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/postgres/0001_init.sql"),
     include_str!("../../migrations/postgres/0002_webhooks.sql"),
+    include_str!("../../migrations/postgres/0003_append_fn.sql"),
 ];
 
 /// Key of the advisory lock that serializes migrations of one database

@@ -5,7 +5,7 @@ use crate::chain::{self, ChainVerdict, RunHeader, StoredEntry};
 use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
 use crate::sqlite::{entry_type, lease_holds, now, stored_form, Head};
 use crate::{Store, StoreError};
-use attest_protocol::{EventBody, LogEntry, MemoryItem, MemoryStatus, TranscriptItem};
+use attest_protocol::{EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem};
 use chrono::{DateTime, SecondsFormat, Utc};
 use postgres::{GenericClient, Row, Transaction};
 
@@ -228,7 +228,87 @@ fn put_memory_in(c: &mut impl GenericClient, item: &MemoryItem) -> Result<(), St
     Ok(())
 }
 
+/// Whether an entry writes nothing beside the log (no artifact, receipt,
+/// archive row or run end), so `attest_append` can take it.
+fn log_only(entry: &LogEntry) -> bool {
+    match entry {
+        LogEntry::Archive { .. } => false,
+        LogEntry::Trace {
+            trace: TraceRecord::RawOutput { .. } | TraceRecord::ProtocolViolation { .. },
+        } => false,
+        LogEntry::Item {
+            item: TranscriptItem::ToolResult {
+                receipt: Some(_), ..
+            },
+        } => false,
+        LogEntry::Event { event } => !matches!(event.body, EventBody::Done { .. }),
+        _ => true,
+    }
+}
+
 impl PgStore {
+    /// One log-only entry of a run whose chain head this handle knows, in
+    /// one round trip (`attest_append`, migration 0003): the fence check,
+    /// head compare-and-swap, insert and notification in the database.
+    /// False when it does not apply or the head had moved (the caller
+    /// takes the transaction path, which rereads the head).
+    fn append_one_trip(&mut self, run_id: &str, entry: &LogEntry) -> Result<bool, StoreError> {
+        if !log_only(entry) {
+            return Ok(false);
+        }
+        let Some((head, session)) = self.heads.get(run_id).cloned() else {
+            return Ok(false);
+        };
+        let (kind, name) = entry_type(entry)?;
+        let body = serde_json::to_string(entry)?;
+        let hash = head
+            .prev()
+            .map(|prev| chain::link(prev, run_id, &kind, &name, &body));
+        let prev = head.stored().map(str::to_string);
+        let (owner, epoch) = match self.fences.get(run_id) {
+            Some((owner, epoch)) => (Some(owner.clone()), *epoch),
+            None => (None, 0),
+        };
+        let notify = matches!(entry, LogEntry::Event { .. }).then(|| format!("{run_id} {session}"));
+        let (run, sent_hash) = (run_id.to_string(), hash.clone());
+        let code: i32 = self.conn.call(move |c| {
+            Ok(c.query_one(
+                "SELECT attest_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                &[
+                    &run,
+                    &owner,
+                    &epoch,
+                    &prev,
+                    &sent_hash,
+                    &kind,
+                    &name,
+                    &body,
+                    &now(),
+                    &notify,
+                ],
+            )?
+            .get(0))
+        })?;
+        match code {
+            0 => {
+                let head = match hash {
+                    Some(h) => Head::Stored(h),
+                    None => Head::Legacy,
+                };
+                self.heads.insert(run_id.to_string(), (head, session));
+                Ok(true)
+            }
+            1 => Err(StoreError::Fenced {
+                run: run_id.to_string(),
+                epoch,
+            }),
+            _ => {
+                self.heads.remove(run_id);
+                Ok(false)
+            }
+        }
+    }
+
     /// Read-modify-write of one memory item in a transaction.
     fn modify_memory(
         &self,
@@ -298,6 +378,11 @@ impl Store for PgStore {
     fn append_all(&mut self, run_id: &str, entries: &[LogEntry]) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
+        }
+        if let [entry] = entries {
+            if self.append_one_trip(run_id, entry)? {
+                return Ok(());
+            }
         }
         // Twice at most: when another writer moved the head, reread it.
         for _ in 0..2 {
