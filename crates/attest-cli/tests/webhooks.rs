@@ -10,13 +10,13 @@ mod common;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use common::server::{client, get_json, submit, wait_for_end, Server, ServerDir};
 use common::signing::{hmac, now, standard_headers, whsec_key};
 use common::{MockModel, Turn, Variant, Wire};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -34,19 +34,24 @@ const FEISHU_TOKEN: &str = "feishu-test-verification-token";
 const SLACK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const ACTION_SECRET: &str = "attest-test-action-secret";
 
-struct Server {
-    child: Child,
-    base: String,
-    _dir: tempfile::TempDir,
+/// The secrets the test config names, as the server's environment.
+const SECRETS: [(&str, &str); 6] = [
+    ("ATTEST_TEST_OUT_SECRET", OUT_SECRET),
+    ("ATTEST_TEST_IN_SECRET", IN_SECRET),
+    ("ATTEST_TEST_FEISHU_KEY", FEISHU_KEY),
+    ("ATTEST_TEST_FEISHU_TOKEN", FEISHU_TOKEN),
+    ("ATTEST_TEST_SLACK_SECRET", SLACK_SECRET),
+    ("ATTEST_TEST_ACTION_SECRET", ACTION_SECRET),
+];
+
+/// A server with hooks configured and an API token: the API wants the
+/// bearer, the hooks never do.
+struct HookServer {
+    server: Server,
+    /// Kept for as long as the server runs.
+    _dir: ServerDir,
     workspaces: PathBuf,
     token: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn config(model: &MockModel, receiver: &MockServer) -> String {
@@ -67,101 +72,33 @@ fn config(model: &MockModel, receiver: &MockServer) -> String {
     )
 }
 
-fn attest_cmd() -> Command {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("attest"));
-    cmd.env("XDG_CONFIG_HOME", common::test_config_home())
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env("ATTEST_TEST_OUT_SECRET", OUT_SECRET)
-        .env("ATTEST_TEST_IN_SECRET", IN_SECRET)
-        .env("ATTEST_TEST_FEISHU_KEY", FEISHU_KEY)
-        .env("ATTEST_TEST_FEISHU_TOKEN", FEISHU_TOKEN)
-        .env("ATTEST_TEST_SLACK_SECRET", SLACK_SECRET)
-        .env("ATTEST_TEST_ACTION_SECRET", ACTION_SECRET);
-    cmd
-}
-
-fn start(config_text: &str) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("server.toml");
-    std::fs::write(&file, config_text).unwrap();
-    // A token exists, so the API wants bearers; the hooks never do.
-    let out = attest_cmd()
-        .args(["token", "create", "--config"])
-        .arg(&file)
-        .args([
-            "--name",
-            "ops",
-            "--scope",
-            "runs:read,runs:write,approvals:read",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let mut child = attest_cmd()
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines
-        .next()
-        .expect("attest serve printed its address")
-        .unwrap();
-    let base = line
-        .strip_prefix("attest serve: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        child,
-        base,
-        workspaces: dir.path().join("workspaces"),
+fn start(config_text: &str) -> HookServer {
+    let dir = ServerDir {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    std::fs::write(dir.config(), config_text).unwrap();
+    let token = dir.token("ops", "runs:read,runs:write,approvals:read");
+    let server = Server::start_env(&dir, &[], &SECRETS);
+    HookServer {
+        workspaces: dir.dir.path().join("workspaces"),
+        server,
         _dir: dir,
         token,
     }
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
-impl Server {
-    fn url(&self, p: &str) -> String {
-        format!("{}{p}", self.base)
-    }
-
+impl HookServer {
     async fn get(&self, p: &str) -> Value {
-        let resp = client()
-            .get(self.url(p))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .unwrap();
-        assert!(resp.status().is_success(), "{p}: {}", resp.status());
-        resp.json().await.unwrap()
+        get_json(&self.server, Some(&self.token), p).await
     }
 
     async fn submit(&self, workspace: &str) -> String {
-        let resp = client()
-            .post(self.url("/v1/runs"))
-            .bearer_auth(&self.token)
-            .json(&json!({"prompt": "Create the file.", "workspace": workspace}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 202);
-        let v: Value = resp.json().await.unwrap();
+        let v = submit(
+            &self.server,
+            Some(&self.token),
+            json!({"prompt": "Create the file.", "workspace": workspace}),
+        )
+        .await;
         v["run_id"].as_str().unwrap().to_string()
     }
 
@@ -176,21 +113,12 @@ impl Server {
     }
 
     async fn wait_for_end(&self, run_id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let run = self.get(&format!("/v1/runs/{run_id}")).await;
-            let state = run["state"].as_str().unwrap();
-            if state != "queued" && state != "running" {
-                return run;
-            }
-            assert!(Instant::now() < deadline, "run {run_id} did not end: {run}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_for_end(&self.server, Some(&self.token), run_id).await
     }
 
     async fn hook(&self, adapter: &str, headers: &[(&str, String)], body: &str) -> (u16, Value) {
         let mut req = client()
-            .post(self.url(&format!("/v1/hooks/{adapter}")))
+            .post(self.server.url(&format!("/v1/hooks/{adapter}")))
             .body(body.to_string());
         for (k, v) in headers {
             req = req.header(*k, v);
@@ -661,7 +589,8 @@ fn a_missing_secret_variable_stops_the_server_at_start_up() {
          [server]\ndata_dir = \"data\"\n[[server.webhooks]]\nurl = \"http://127.0.0.1:9/hook\"\nsecret_env = \"ATTEST_TEST_UNSET_SECRET\"\n",
     )
     .unwrap();
-    let out = attest_cmd()
+    let out = Command::new(assert_cmd::cargo::cargo_bin("attest"))
+        .env("XDG_CONFIG_HOME", common::test_config_home())
         .env_remove("ATTEST_TEST_UNSET_SECRET")
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(&file)
