@@ -280,6 +280,19 @@ command = [\"sh\", \"-c\", \"cat >/dev/null; echo started > started.txt; sleep 6
         .any(|r| r["status"] == "ok"));
 }
 
+/// Decide `call_id` over `server`'s API; the status.
+async fn decide(server: &Server, token: &str, call_id: &str, decision: &str) -> u16 {
+    client()
+        .post(server.url(&format!("/v1/approvals/{call_id}")))
+        .bearer_auth(token)
+        .json(&json!({"decision": decision}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
 #[tokio::test]
 async fn an_approval_waiting_on_one_server_is_decided_through_another_s_api_and_signed_callback() {
     let db = pg::TestDb::new();
@@ -325,14 +338,7 @@ async fn an_approval_waiting_on_one_server_is_decided_through_another_s_api_and_
     assert_eq!(pending["arguments"]["command"], "touch approved.txt");
     assert!(!dir.workspace("w").join("approved.txt").exists());
     let call_id = pending["call_id"].as_str().unwrap();
-    let resp = client()
-        .post(b.url(&format!("/v1/approvals/{call_id}")))
-        .bearer_auth(&alice)
-        .json(&json!({"decision": "allow"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
+    assert_eq!(decide(&b, &alice, call_id, "allow").await, 200);
     let run = all_ended(
         &a,
         Some(&alice),
@@ -343,14 +349,7 @@ async fn an_approval_waiting_on_one_server_is_decided_through_another_s_api_and_
     assert_eq!(run[0]["state"], "completed", "{}", run[0]);
     assert!(dir.workspace("w").join("approved.txt").exists());
     // Decided once, on every server.
-    let again = client()
-        .post(a.url(&format!("/v1/approvals/{call_id}")))
-        .bearer_auth(&alice)
-        .json(&json!({"decision": "deny"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), 404);
+    assert_eq!(decide(&a, &alice, call_id, "deny").await, 404);
     let resolved = events(
         &read_sse(
             &b.url(&format!("/v1/runs/{run_id}/events")),
