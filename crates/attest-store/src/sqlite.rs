@@ -212,18 +212,17 @@ impl SqliteStore {
             .prev()
             .map(|prev| chain::link(prev, run_id, kind, name, body));
         if let Some(hash) = &hash {
-            let moved = tx.execute(
-                "UPDATE runs SET chain_head = ?2 WHERE id = ?1 AND chain_head IS ?3",
-                params![run_id, hash, head.stored()],
-            )?;
+            let moved = tx
+                .prepare_cached(
+                    "UPDATE runs SET chain_head = ?2 WHERE id = ?1 AND chain_head IS ?3",
+                )?
+                .execute(params![run_id, hash, head.stored()])?;
             if moved == 0 {
                 return Ok(None);
             }
         }
-        tx.execute(
-            "INSERT INTO entries (run_id, kind, type, body, created_at, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![run_id, kind, name, body, now(), hash],
-        )?;
+        tx.prepare_cached("INSERT INTO entries (run_id, kind, type, body, created_at, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+            .execute(params![run_id, kind, name, body, now(), hash])?;
         match stored {
             LogEntry::Item {
                 item:
@@ -231,10 +230,8 @@ impl SqliteStore {
                         receipt: Some(r), ..
                     },
             } => {
-                tx.execute(
-                    "INSERT OR IGNORE INTO receipts (run_id, call_id, tool_name, status, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![run_id, r.call_id, r.tool_name, r.status.as_str(), serde_json::to_string(r)?],
-                )?;
+                tx.prepare_cached("INSERT OR IGNORE INTO receipts (run_id, call_id, tool_name, status, body) VALUES (?1, ?2, ?3, ?4, ?5)")?
+                    .execute(params![run_id, r.call_id, r.tool_name, r.status.as_str(), serde_json::to_string(r)?])?;
             }
             LogEntry::Event { event } => {
                 if let EventBody::Done {
@@ -245,10 +242,8 @@ impl SqliteStore {
                     ..
                 } = &event.body
                 {
-                    tx.execute(
-                        "UPDATE runs SET status = ?2, reason = ?3, answer = ?4, steps = ?5, finished_at = ?6 WHERE id = ?1",
-                        params![run_id, state.as_str(), reason.as_str(), answer, steps, now()],
-                    )?;
+                    tx.prepare_cached("UPDATE runs SET status = ?2, reason = ?3, answer = ?4, steps = ?5, finished_at = ?6 WHERE id = ?1")?
+                        .execute(params![run_id, state.as_str(), reason.as_str(), answer, steps, now()])?;
                 }
             }
             _ => {}
@@ -482,11 +477,10 @@ impl Store for SqliteStore {
             let tx = write_tx(&self.conn)?;
             if let Some((owner, epoch)) = self.fences.get(run_id) {
                 let held: Option<(Option<String>, i64, String)> = tx
-                    .query_row(
+                    .prepare_cached(
                         "SELECT lease_owner, lease_epoch, state FROM server_runs WHERE run_id = ?1",
-                        [run_id],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
+                    )?
+                    .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                     .optional()?;
                 if !lease_holds(held, owner, *epoch) {
                     return Err(StoreError::Fenced {
