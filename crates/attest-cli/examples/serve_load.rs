@@ -85,21 +85,16 @@ async fn main() {
     let dir = ServerDir::new(&model, &extra);
     let procs: Vec<Server> = (0..servers).map(|_| Server::start(&dir)).collect();
     let started = Instant::now();
-    let mut submitted = Vec::with_capacity(runs);
-    {
-        let mut pending = Vec::new();
-        for i in 0..runs {
-            let server = &procs[i % servers];
-            pending.push(submit(
-                server,
+    let pending: Vec<_> = (0..runs)
+        .map(|i| {
+            submit(
+                &procs[i % servers],
                 None,
                 json!({"prompt": "Read the files.", "max_steps": steps + 2}),
-            ));
-        }
-        for r in futures::future::join_all(pending).await {
-            submitted.push(r["run_id"].as_str().unwrap().to_string());
-        }
-    }
+            )
+        })
+        .collect();
+    futures::future::join_all(pending).await;
     // Done when the queue says so.
     let open_runs = |text: &str| {
         ["queued", "running"]

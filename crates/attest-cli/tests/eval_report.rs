@@ -5,8 +5,9 @@
 //! its DOM, and a `<script>` in a model answer stays text. The screenshot
 //! is kept under the test's target directory.
 //!
-//! Chromium is required: `.ci/run` installs Debian's `chromium`; locally,
-//! `apt-get install -y chromium`. `ATTEST_CHROMIUM` names another binary.
+//! Chromium is required: the test installs Debian's `chromium` with apt
+//! when it is missing (`.ci/run` does too); `ATTEST_CHROMIUM` names another
+//! binary.
 
 mod eval_support;
 
@@ -102,20 +103,50 @@ async fn boundary_pack_metrics_from_the_offline_run() {
     );
 }
 
+/// Headless Chromium: `ATTEST_CHROMIUM`, or Debian's, installed with apt
+/// when missing (as the MCP tests install their servers with npm), once
+/// per test binary.
 fn chromium() -> PathBuf {
-    if let Some(path) = std::env::var_os("ATTEST_CHROMIUM") {
-        return PathBuf::from(path);
-    }
-    for candidate in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
-        if Path::new(candidate).is_file() {
-            return PathBuf::from(candidate);
-        }
-    }
-    panic!(
-        "headless Chromium is required for the HTML report check and was not found \
-         (looked for ATTEST_CHROMIUM, /usr/bin/chromium, /usr/bin/chromium-browser). \
-         `.ci/run` installs it; locally: apt-get install -y chromium"
-    );
+    static FOUND: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("ATTEST_CHROMIUM") {
+                return PathBuf::from(path);
+            }
+            let installed = || {
+                ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+                    .into_iter()
+                    .map(PathBuf::from)
+                    .find(|p| p.is_file())
+            };
+            if let Some(path) = installed() {
+                return path;
+            }
+            let root = std::process::Command::new("id")
+                .arg("-u")
+                .output()
+                .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+            let apt = |args: &[&str]| {
+                let mut cmd = if root {
+                    std::process::Command::new("apt-get")
+                } else {
+                    let mut c = std::process::Command::new("sudo");
+                    c.arg("apt-get");
+                    c
+                };
+                cmd.args(args).status().is_ok_and(|s| s.success())
+            };
+            let _ = apt(&["update", "-qq"]);
+            let _ = apt(&["install", "-y", "-qq", "chromium"]);
+            installed().unwrap_or_else(|| {
+                panic!(
+                    "headless Chromium is required for the HTML report check and was not found \
+                     (looked for ATTEST_CHROMIUM, /usr/bin/chromium, /usr/bin/chromium-browser) \
+                     and `apt-get install -y chromium` did not provide it"
+                )
+            })
+        })
+        .clone()
 }
 
 struct Rendered {

@@ -241,15 +241,7 @@ async fn approvals_are_listed_and_decided_over_the_api_and_a_timeout_denies() {
     assert_eq!(resp.status(), 200);
     let decided: Value = resp.json().await.unwrap();
     assert_eq!(decided["decided_by"], "alice");
-    let all = events(
-        &read_sse(
-            &server.url(&format!("/v1/runs/{run_id}/events")),
-            Some(&alice),
-            None,
-            |_| false,
-        )
-        .await,
-    );
+    let all = run_events(&server, Some(&alice), run_id).await;
     let resolution = resolved(&all);
     assert_eq!(resolution["approved"], true);
     assert_eq!(resolution["decided_by"], "alice");
@@ -274,15 +266,7 @@ async fn approvals_are_listed_and_decided_over_the_api_and_a_timeout_denies() {
     .await;
     assert_eq!(resp.status(), 200);
     let done = wait_for_end(&server, Some(&alice), run_id).await;
-    let all = events(
-        &read_sse(
-            &server.url(&format!("/v1/runs/{run_id}/events")),
-            Some(&alice),
-            None,
-            |_| false,
-        )
-        .await,
-    );
+    let all = run_events(&server, Some(&alice), run_id).await;
     assert_eq!(resolved(&all)["approved"], false);
     assert!(!dir.workspace("deny").join("denied.txt").exists(), "{done}");
     let results = model.tool_results(3);
@@ -294,15 +278,7 @@ async fn approvals_are_listed_and_decided_over_the_api_and_a_timeout_denies() {
     let run_id = third["run_id"].as_str().unwrap();
     pending_approval(&server, &alice).await;
     wait_for_end(&server, Some(&alice), run_id).await;
-    let all = events(
-        &read_sse(
-            &server.url(&format!("/v1/runs/{run_id}/events")),
-            Some(&alice),
-            None,
-            |_| false,
-        )
-        .await,
-    );
+    let all = run_events(&server, Some(&alice), run_id).await;
     let resolution = resolved(&all);
     assert_eq!(resolution["approved"], false);
     assert_eq!(resolution["decided_by"], "timeout");

@@ -350,15 +350,7 @@ async fn an_approval_waiting_on_one_server_is_decided_through_another_s_api_and_
     assert!(dir.workspace("w").join("approved.txt").exists());
     // Decided once, on every server.
     assert_eq!(decide(&a, &alice, call_id, "deny").await, 404);
-    let resolved = events(
-        &read_sse(
-            &b.url(&format!("/v1/runs/{run_id}/events")),
-            Some(&alice),
-            None,
-            |_| false,
-        )
-        .await,
-    );
+    let resolved = run_events(&b, Some(&alice), &run_id).await;
     let resolution = resolved
         .iter()
         .find(|(_, e)| e["type"] == "approval_resolved")

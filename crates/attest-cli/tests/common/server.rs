@@ -271,6 +271,12 @@ pub fn types(events: &[(i64, Value)]) -> Vec<String> {
         .collect()
 }
 
+/// A run's whole event stream, from the start to its end.
+pub async fn run_events(server: &Server, token: Option<&str>, run_id: &str) -> Vec<(i64, Value)> {
+    let url = server.url(&format!("/v1/runs/{run_id}/events"));
+    events(&read_sse(&url, token, None, |_| false).await)
+}
+
 /// Until the run's state is terminal.
 pub async fn wait_for_end(server: &Server, token: Option<&str>, run_id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
