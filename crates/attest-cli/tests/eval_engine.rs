@@ -158,9 +158,13 @@ fn react_forgery_full_shows_8_receipt_backed_of_10_and_the_forgery_never_sent_on
         assert_eq!(a["verdict"]["false_completion"], true);
     }
     assert_eq!(
-        base["metrics"]["false_completion_rate"]["value"], 0.2,
-        "{}",
-        base["metrics"]
+        base["metrics"]["false_completion_rate"]["value"],
+        0.2,
+        "{}\ninfra failures: {:?}",
+        base["metrics"],
+        runs.iter()
+            .filter_map(|a| a.get("infra_failure").filter(|f| !f.is_null()))
+            .collect::<Vec<_>>()
     );
     let sent = requests_sent(&work, "baseline", "mcp-mention", 0);
     assert!(!sent[0].contains("Evidence rules"), "{}", sent[0]);
