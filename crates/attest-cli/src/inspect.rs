@@ -351,6 +351,20 @@ fn trace_line(trace: &TraceRecord) -> Option<String> {
             };
             format!("  webhook {event} {webhook_id} to {host} (attempt {attempt}): {outcome}")
         }
+        TraceRecord::Sandbox {
+            mechanism,
+            note,
+            not_confined,
+        } => {
+            let mut line = format!(
+                "  sandbox {}: {note}",
+                mechanism.as_deref().unwrap_or("none")
+            );
+            if !not_confined.is_empty() {
+                line.push_str(&format!(" (not confined: {})", not_confined.join("; ")));
+            }
+            line
+        }
         TraceRecord::ConfigIgnored { key, source } => {
             format!("  config ignored: {key} from untrusted {source}")
         }

@@ -27,6 +27,16 @@ fn everything_written(ws: &TestWorkspace) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// A call whose arguments carry `secret` and do not parse (Anthropic's
+/// non-streamed tool input is always an object: there, a wrong type).
+fn malformed_quoting(variant: Variant, secret: &str) -> Call {
+    if variant.wire == Wire::Anthropic && !variant.stream {
+        call("read_file", json!({"path": [secret]}))
+    } else {
+        raw_call("read_file", &format!(r#"{{"path": "{secret}""#))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn canary_secrets_are_scrubbed_from_requests_store_trace_and_output() {
     for variant in VARIANTS {
@@ -51,6 +61,12 @@ async fn canary_secrets_are_scrubbed_from_requests_store_trace_and_output() {
                     ),
                 },
                 Turn::tool("deploy_status", json!({})),
+                // Malformed arguments quoting the key: their parse-failure
+                // preview (or, where the wire always sends an object, the
+                // schema error quoting the value) goes to the trace.
+                Turn::calls("", vec![malformed_quoting(variant, ENV_KEY)]),
+                // A schema violation whose error message quotes the value.
+                Turn::tool("read_file", json!({"path": {"secret": MODEL_SECRET}})),
                 Turn::text(&format!(
                     "Done. The key is {MODEL_SECRET} and the config says {{\"password\": \"{MODEL_PHRASE}\"}}; the env key is {ENV_KEY}."
                 )),
@@ -70,6 +86,14 @@ async fn canary_secrets_are_scrubbed_from_requests_store_trace_and_output() {
         .await;
         assert_eq!(r.code, 0, "{}", r.describe());
         model.assert_valid();
+        // Both bad calls were refused (so their texts were written).
+        let refused = r.done()["receipts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|rc| rc["status"] == "invalid_arguments")
+            .count();
+        assert_eq!(refused, 2, "{variant:?}: {}", r.done());
 
         let trace = run_binary(
             vec![

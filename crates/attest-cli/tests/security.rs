@@ -472,3 +472,89 @@ async fn trace_and_resume_refuse_a_tampered_log_naming_the_first_bad_entry() {
     );
     assert!(resume.events.is_empty(), "{}", resume.describe());
 }
+
+#[tokio::test]
+async fn the_write_and_edit_tools_refuse_the_store_the_config_and_git() {
+    // No sandbox needed: the built-in tools check the path themselves.
+    let v = VARIANTS[0];
+    let ws = TestWorkspace::new();
+    ws.write(".git/config", "[core]\n\tbare = false\n");
+    let config_before = std::fs::read_to_string(ws.path().join("attest.toml")).unwrap();
+    let model = MockModel::start(
+        v,
+        vec![
+            Turn::calls(
+                "",
+                vec![
+                    call(
+                        "write_file",
+                        json!({"path": ".attest/forged.txt", "content": "x"}),
+                    ),
+                    call(
+                        "write_file",
+                        json!({"path": "attest.toml", "content": "[provider]\n"}),
+                    ),
+                    call(
+                        "write_file",
+                        json!({"path": "./.git/hooks/pre-commit", "content": "touch pwned"}),
+                    ),
+                    call(
+                        "edit_file",
+                        json!({"path": ".git/config", "old_string": "bare = false", "new_string": "fsmonitor = ./x"}),
+                    ),
+                    call(
+                        "write_file",
+                        json!({"path": "notes.txt", "content": "still-writable"}),
+                    ),
+                ],
+            ),
+            Turn::text("done"),
+        ],
+    )
+    .await;
+    let r = run_attest(&model, &ws, &["--approval", "allow", "Tamper"]).await;
+    model.assert_valid();
+    assert_eq!(r.state(), "completed", "{}", r.describe());
+    let results = model.tool_results(1);
+    assert_eq!(results.len(), 5, "{results:?}");
+    for (_, text, _) in &results[..4] {
+        assert!(text.contains("which is protected"), "{results:?}");
+    }
+    assert!(!results[4].1.contains("protected"), "{results:?}");
+    assert!(!ws.path().join(".attest/forged.txt").exists());
+    assert!(!ws.path().join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("attest.toml")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
+        "[core]\n\tbare = false\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
+        "still-writable"
+    );
+    // Every run's trace says what its sandbox confines and what not.
+    let trace = run_binary(
+        vec![
+            "trace".into(),
+            r.done()["run_id"].as_str().unwrap().into(),
+            "-C".into(),
+            ws.path().display().to_string(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(trace.code, 0, "{}", trace.describe());
+    let line = trace
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("sandbox "))
+        .unwrap_or_else(|| panic!("no sandbox line: {}", trace.stdout));
+    let report = attest::tools::Sandbox::detect(attest::SandboxMode::WorkspaceWrite);
+    assert!(
+        line.contains(report.mechanism.unwrap_or("none")) && line.contains("not confined: "),
+        "{line}"
+    );
+}

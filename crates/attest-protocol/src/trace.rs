@@ -110,6 +110,19 @@ pub enum TraceRecord {
         reason: TerminalReason,
         basis: String,
     },
+    /// What the sandbox of this run's commands confines and what it does
+    /// not (SPEC F4), written at the start of every run.
+    Sandbox {
+        /// `bubblewrap` or `landlock`; absent when commands run unconfined
+        /// (no mechanism here, or the sandbox switched off).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mechanism: Option<String>,
+        /// One plain sentence.
+        note: String,
+        /// What commands can still do, in plain words.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_confined: Vec<String>,
+    },
     /// A security key of an untrusted workspace's `attest.toml` that was
     /// not used (SPEC F13): the run went on with the user's own config.
     ConfigIgnored {

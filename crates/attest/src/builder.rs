@@ -429,6 +429,15 @@ impl EngineBuilder {
             (Vec::new(), false)
         };
         let sandbox = self.shell_sandbox(&workspace)?;
+        let sandbox_record = {
+            let off = attest_tools::sandbox::SandboxReport::switched_off();
+            let report = sandbox.as_ref().map_or(&off, |s| s.report());
+            attest_protocol::TraceRecord::Sandbox {
+                mechanism: report.mechanism.map(String::from),
+                note: report.note.clone(),
+                not_confined: report.not_confined.clone(),
+            }
+        };
         let tool_env = match &self.tool_env_source {
             Some(vars) => ToolEnv::from_vars(vars.iter().cloned(), &file.sandbox.env_passthrough),
             None => ToolEnv::minimal(),
@@ -507,6 +516,7 @@ impl EngineBuilder {
             label,
             memory: self.memory,
             notices: self.notices,
+            sandbox_record,
             ignored_config: self.ignored_config,
             learning: learning.and_then(|(key, switched)| {
                 self.protocol_memory.map(|memory| (memory, key, switched))

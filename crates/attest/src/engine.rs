@@ -115,6 +115,8 @@ pub(crate) struct Inner {
     pub(crate) label: String,
     pub(crate) memory: bool,
     pub(crate) notices: Notices,
+    /// What the commands' sandbox confines, recorded in every run.
+    pub(crate) sandbox_record: attest_protocol::TraceRecord,
     /// `(key, file)` of untrusted workspace config keys left out.
     pub(crate) ignored_config: Vec<(String, String)>,
     /// `--protocol auto` learning: the memory, the model's key, and whether
@@ -242,6 +244,12 @@ impl Engine {
                     },
                 )?;
             }
+            store.append(
+                &cfg.run_id,
+                &attest_protocol::LogEntry::Trace {
+                    trace: inner.sandbox_record.clone(),
+                },
+            )?;
             for (key, source) in &inner.ignored_config {
                 store.append(
                     &cfg.run_id,

@@ -164,7 +164,8 @@ impl Run<'_> {
         let prepared = match registry.prepare(&call.name, &call.arguments) {
             Ok(p) => p,
             Err(e) => {
-                let reason = e.to_string();
+                // Schema errors may quote the argument values.
+                let reason = self.redact(&e.to_string());
                 self.trace(TraceRecord::InvalidArguments {
                     call_id: call.id.clone(),
                     tool_name: call.name.clone(),
@@ -408,6 +409,8 @@ impl Run<'_> {
         status: ReceiptStatus,
         reason: &str,
     ) -> Result<(), EngineError> {
+        // A refusal's reason may quote the call's arguments.
+        let reason = &self.redact(reason);
         let receipt = self.engine.registry.refusal_receipt(
             &call.id,
             &call.name,

@@ -289,7 +289,12 @@ impl Run<'_> {
                 .map(|c| format!("{} {}", c.id, c.name))
                 .collect(),
             call_source: (!response.tool_calls.is_empty()).then_some(response.call_source),
-            parse_failures: response.parse_failures.clone(),
+            // Previews of malformed calls quote the model's arguments.
+            parse_failures: response
+                .parse_failures
+                .iter()
+                .map(|f| self.redact(f))
+                .collect(),
             input_tokens: response.usage.input_tokens,
             output_tokens: response.usage.output_tokens,
             cached_input_tokens: response.usage.cached_input_tokens,

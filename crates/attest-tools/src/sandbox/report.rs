@@ -86,6 +86,12 @@ const MISSING_PROTECTED: &str = "a protected entry that does not exist when a co
                                  (it can create an `attest.toml` or `.git` where there is none)";
 
 impl SandboxReport {
+    /// The report of a sandbox switched off by configuration (nothing is
+    /// probed).
+    pub fn switched_off() -> Self {
+        Self::off(None)
+    }
+
     pub(super) fn off(landlock_abi: Option<u32>) -> Self {
         SandboxReport {
             mode: SandboxMode::Off,
