@@ -350,14 +350,10 @@ pub fn load(opts: LoadOptions<'_>) -> Result<LoadedConfig, ConfigError> {
     if let Some(ws) = opts.workspace {
         let path = ws.join(WORKSPACE_CONFIG);
         if path.is_file() {
-            let (_, mut table) = read_table(&path)?;
-            let bytes = std::fs::read(&path).map_err(|source| ConfigError::Read {
-                path: path.clone(),
-                source,
-            })?;
+            let (_, mut table, text) = read_table_and_text(&path)?;
             let trusted = opts
                 .trust
-                .is_some_and(|t| t.is_trusted(ws, &config_digest(&bytes)));
+                .is_some_and(|t| t.is_trusted(ws, &config_digest(text.as_bytes())));
             if !trusted {
                 loaded.ignored = security_keys(&table);
                 table.retain(|section, _| PROJECT_SECTIONS.contains(&section));
@@ -385,6 +381,13 @@ pub fn read(path: &Path) -> Result<ConfigFile, ConfigError> {
 /// One file, checked against the schema on its own (so an error names the
 /// file it is in), and as a table for merging.
 fn read_table(path: &Path) -> Result<(ConfigFile, toml::Table), ConfigError> {
+    read_table_and_text(path).map(|(file, table, _)| (file, table))
+}
+
+/// The file, its table and its text (hashed for trust: the same bytes that
+/// were parsed, so a file swapped between reading and hashing cannot be
+/// trusted under another file's digest).
+fn read_table_and_text(path: &Path) -> Result<(ConfigFile, toml::Table, String), ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
@@ -395,7 +398,7 @@ fn read_table(path: &Path) -> Result<(ConfigFile, toml::Table), ConfigError> {
     };
     let file: ConfigFile = toml::from_str(&text).map_err(parse)?;
     let table: toml::Table = toml::from_str(&text).map_err(parse)?;
-    Ok((file, table))
+    Ok((file, table, text))
 }
 
 /// `over` laid onto `base`: tables merge key by key, the appended arrays
