@@ -572,10 +572,24 @@ impl EngineBuilder {
             mode,
             allow_network: self.network.or(file.sandbox.network).unwrap_or(false),
             writable_roots: Vec::new(),
+            // `bwrap` is looked for where commands will look for programs.
+            search_path: self.tool_search_path(),
         };
         let sandbox = Sandbox::new(options, workspace.root())
             .map_err(|e| Error::config(format!("cannot set up the shell sandbox: {e}")))?;
         Ok(Some(Arc::new(sandbox)))
+    }
+
+    /// The `PATH` tool processes run with: the one in
+    /// [`EngineBuilder::tool_env_source`], else the minimal environment's.
+    fn tool_search_path(&self) -> Option<OsString> {
+        match &self.tool_env_source {
+            Some(vars) => vars
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone()),
+            None => ToolEnv::minimal().get("PATH").map(|p| p.to_os_string()),
+        }
     }
 
     fn registry(
@@ -621,13 +635,7 @@ impl EngineBuilder {
         // Read-only shell commands are judged against the workspace and the
         // PATH they will run with (a program found in the workspace is not
         // the system tool).
-        let search_path = match &self.tool_env_source {
-            Some(vars) => vars
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.clone()),
-            None => ToolEnv::minimal().get("PATH").map(|p| p.to_os_string()),
-        };
+        let search_path = self.tool_search_path();
         let mut policy = PermissionPolicy::new(permissions)
             .map_err(|e| Error::config(format!("invalid [permissions]: {e}")))?
             .with_shell_context(ShellContext::new(workspace.root(), search_path));

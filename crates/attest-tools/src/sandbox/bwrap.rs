@@ -1,15 +1,15 @@
 //! bubblewrap: finding a working `bwrap` and its arguments.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-/// `bwrap` on `PATH`, if it can actually start a sandbox here (it may be
-/// installed where user namespaces are disabled).
+/// `bwrap` in a directory of `search_path` (a `PATH`-style list the caller
+/// passes: this crate reads no environment variables), if it can actually
+/// start a sandbox here (it may be installed where user namespaces are
+/// disabled).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub(super) fn find_working() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let bwrap = std::env::split_paths(&path)
-        .map(|dir| dir.join("bwrap"))
-        .find(|p| p.is_file())?;
+pub(super) fn find_working(search_path: &OsStr) -> Option<PathBuf> {
+    let bwrap = find_in(search_path, "bwrap")?;
     let root = Path::new("/");
     let ok = std::process::Command::new(&bwrap)
         .args(arguments(&[], &[], true, root))
@@ -20,6 +20,16 @@ pub(super) fn find_working() -> Option<PathBuf> {
         .status()
         .is_ok_and(|s| s.success());
     ok.then_some(bwrap)
+}
+
+/// The first `program` that is a file in an absolute directory of
+/// `search_path` (a relative entry, `.` or an empty one, would make a file
+/// in the current directory, perhaps a workspace's, the sandbox).
+fn find_in(search_path: &OsStr, program: &str) -> Option<PathBuf> {
+    std::env::split_paths(search_path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
 }
 
 /// The arguments before `--`: `/` read-only, fresh `/dev` and `/proc`,
@@ -97,5 +107,25 @@ mod tests {
         assert!(joined.contains("--unshare-net"));
         assert!(joined.ends_with("--chdir /w s"), "{joined}");
         assert!(!arguments(&[], &[], false, Path::new("/")).contains(&"--unshare-net".to_string()));
+    }
+
+    #[test]
+    fn bwrap_is_looked_for_only_on_the_search_path_given() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        std::fs::write(b.path().join("bwrap"), "").unwrap();
+        let both = std::env::join_paths([a.path(), b.path()]).unwrap();
+        assert_eq!(find_in(&both, "bwrap"), Some(b.path().join("bwrap")));
+        assert_eq!(find_in(a.path().as_os_str(), "bwrap"), None);
+        // A relative entry (here one that leads to `b` from the current
+        // directory) is never searched.
+        let up = std::env::current_dir().unwrap().components().count() - 1;
+        let relative: PathBuf = std::iter::repeat_n(Path::new(".."), up)
+            .collect::<PathBuf>()
+            .join(b.path().strip_prefix("/").unwrap());
+        assert!(relative.join("bwrap").is_file(), "{}", relative.display());
+        assert_eq!(find_in(relative.as_os_str(), "bwrap"), None);
+        // Found, but not a working bubblewrap: not used.
+        assert_eq!(find_working(&both), None);
     }
 }

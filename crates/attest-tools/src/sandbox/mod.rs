@@ -3,7 +3,8 @@
 //! network unless allowed.
 //!
 //! Mechanisms, in order of preference:
-//! 1. bubblewrap (`bwrap` on `PATH`, and able to start here): a read-only
+//! 1. bubblewrap (`bwrap` on the search path the caller gives, by default
+//!    the usual system directories, and able to start here): a read-only
 //!    view of `/` with the workspace and the temp dir bound writable, new
 //!    pid/ipc/uts/network namespaces, capabilities dropped.
 //! 2. Landlock, applied to the child between fork and exec: read and
@@ -39,8 +40,8 @@ pub use report::{NetworkIsolation, PathProtection, SandboxReport};
 mod tests;
 
 use serde::{Deserialize, Serialize};
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 /// How much the shell may write (SPEC F4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -93,6 +94,20 @@ pub struct SandboxOptions {
     pub allow_network: bool,
     /// More directories commands may write (a build cache, say).
     pub writable_roots: Vec<PathBuf>,
+    /// Where to look for `bwrap`: a `PATH`-style list, the `PATH` commands
+    /// will run with (the front end passes it; nothing here reads the
+    /// environment). `None`: [`default_search_path`].
+    pub search_path: Option<OsString>,
+}
+
+/// The search path when the caller gives none: the `PATH` of a minimal
+/// tool environment ([`attest_core::tool::ToolEnv::minimal`]), the usual
+/// system directories.
+pub fn default_search_path() -> OsString {
+    attest_core::tool::ToolEnv::minimal()
+        .get("PATH")
+        .map(OsStr::to_os_string)
+        .unwrap_or_default()
 }
 
 impl SandboxOptions {
@@ -101,6 +116,11 @@ impl SandboxOptions {
             mode,
             ..SandboxOptions::default()
         }
+    }
+
+    /// Where `bwrap` is looked for: `search_path`, else the default.
+    fn search_path(&self) -> OsString {
+        self.search_path.clone().unwrap_or_else(default_search_path)
     }
 }
 
@@ -155,29 +175,51 @@ pub(crate) struct Capabilities {
     pub mountns: Netns,
 }
 
-pub(crate) fn capabilities() -> &'static Capabilities {
-    static CAPS: OnceLock<Capabilities> = OnceLock::new();
-    CAPS.get_or_init(|| {
-        #[cfg(target_os = "linux")]
-        {
-            let landlock_abi = linux::probe_landlock();
-            Capabilities {
-                bwrap: bwrap::find_working(),
-                landlock_abi,
-                netns: linux::probe_netns(),
-                mountns: linux::probe_mountns(),
+/// What this machine offers with `bwrap` looked for on `search_path`. The
+/// kernel's features are probed once per process, `bwrap` once per search
+/// path.
+#[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
+pub(crate) fn capabilities(search_path: &OsStr) -> Capabilities {
+    #[cfg(target_os = "linux")]
+    {
+        use std::sync::{Mutex, OnceLock};
+        static KERNEL: OnceLock<(u32, Netns, Netns)> = OnceLock::new();
+        static BWRAP: Mutex<Vec<(OsString, Option<PathBuf>)>> = Mutex::new(Vec::new());
+        let (landlock_abi, netns, mountns) = *KERNEL.get_or_init(|| {
+            (
+                linux::probe_landlock(),
+                linux::probe_netns(),
+                linux::probe_mountns(),
+            )
+        });
+        let bwrap = {
+            // Held while probing: a search path is probed once.
+            let mut found = BWRAP.lock().unwrap_or_else(|e| e.into_inner());
+            match found.iter().find(|(p, _)| p == search_path) {
+                Some((_, bwrap)) => bwrap.clone(),
+                None => {
+                    let bwrap = bwrap::find_working(search_path);
+                    found.push((search_path.to_os_string(), bwrap.clone()));
+                    bwrap
+                }
             }
+        };
+        Capabilities {
+            bwrap,
+            landlock_abi,
+            netns,
+            mountns,
         }
-        #[cfg(not(target_os = "linux"))]
-        {
-            Capabilities {
-                bwrap: None,
-                landlock_abi: 0,
-                netns: Netns::Unavailable,
-                mountns: Netns::Unavailable,
-            }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Capabilities {
+            bwrap: None,
+            landlock_abi: 0,
+            netns: Netns::Unavailable,
+            mountns: Netns::Unavailable,
         }
-    })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -235,16 +277,22 @@ fn sweep_stale_temp_dirs(parent: &Path) {
 }
 
 impl Sandbox {
-    /// What a sandbox in `mode` would use on this machine, network off.
+    /// What a sandbox in `mode` would use on this machine, network off,
+    /// `bwrap` looked for on [`default_search_path`].
     pub fn detect(mode: SandboxMode) -> SandboxReport {
-        let options = SandboxOptions::new(mode);
-        let (_, report) = choose(&options, capabilities(), None);
+        Self::detect_with(&SandboxOptions::new(mode))
+    }
+
+    /// What a sandbox with `options` would use on this machine.
+    pub fn detect_with(options: &SandboxOptions) -> SandboxReport {
+        let (_, report) = choose(options, &capabilities(&options.search_path()), None);
         report
     }
 
     /// A sandbox for commands run in `workspace`.
     pub fn new(options: SandboxOptions, workspace: &Path) -> Result<Self, SandboxError> {
-        Self::build(options, workspace, capabilities(), None)
+        let caps = capabilities(&options.search_path());
+        Self::build(options, workspace, &caps, None)
     }
 
     fn build(

@@ -88,7 +88,7 @@ impl Fixture {
 
 /// The mechanisms to test here, each with the capabilities to force it.
 fn mechanisms() -> Vec<(Capabilities, Mechanism)> {
-    let caps = capabilities();
+    let caps = capabilities(&default_search_path());
     let mut out = Vec::new();
     if caps.bwrap.is_some() {
         out.push((caps.clone(), Mechanism::Bubblewrap));
@@ -447,7 +447,7 @@ async fn without_a_sandbox_the_same_attempts_succeed() {
 
 #[test]
 fn detect_matches_the_machine() {
-    let caps = capabilities();
+    let caps = capabilities(&default_search_path());
     let report = Sandbox::detect(SandboxMode::WorkspaceWrite);
     println!("sandbox on this machine: {} ({caps:?})", report.note);
     match (&caps.bwrap, caps.landlock_abi) {
@@ -462,6 +462,33 @@ fn detect_matches_the_machine() {
     let off = Sandbox::detect(SandboxMode::Off);
     assert_eq!(off.mechanism, None);
     assert!(!off.shell_requires_approval());
+}
+
+#[test]
+fn bubblewrap_is_found_only_on_the_search_path_given() {
+    let empty = tempfile::tempdir().unwrap();
+    let options = SandboxOptions {
+        search_path: Some(empty.path().as_os_str().to_os_string()),
+        ..SandboxOptions::new(SandboxMode::WorkspaceWrite)
+    };
+    assert_ne!(Sandbox::detect_with(&options).mechanism, Some("bubblewrap"));
+    let caps = capabilities(&default_search_path());
+    let report = Sandbox::detect_with(&SandboxOptions::new(SandboxMode::WorkspaceWrite));
+    assert_eq!(
+        report.mechanism == Some("bubblewrap"),
+        caps.bwrap.is_some(),
+        "{}",
+        report.note
+    );
+    if let Some(bwrap) = &caps.bwrap {
+        // Its own directory is enough to find it.
+        let dir = bwrap.parent().unwrap().as_os_str().to_os_string();
+        let only = SandboxOptions {
+            search_path: Some(dir),
+            ..SandboxOptions::new(SandboxMode::WorkspaceWrite)
+        };
+        assert_eq!(Sandbox::detect_with(&only).mechanism, Some("bubblewrap"));
+    }
 }
 
 #[test]
