@@ -23,9 +23,10 @@
 //!   responses never enter the transcript (a fixed placeholder does).
 //! - No HTTP, SQL, sandbox or terminal I/O here: providers, tools and the
 //!   [`RunLog`] are traits implemented elsewhere (the JSONL log is the one
-//!   exception, a plain file append). A test (`tests/dependencies.rs`) keeps
-//!   HTTP clients, SSE, SQL and sandbox crates out of this crate's
-//!   dependency tree.
+//!   exception, a plain file append). A test of the facade crate
+//!   (`crates/attest/tests/architecture.rs`) keeps HTTP clients, SSE, SQL,
+//!   sandbox and model-runtime crates out of this crate's dependency tree,
+//!   and environment-variable reads out of its sources.
 
 mod approval;
 pub mod context;
