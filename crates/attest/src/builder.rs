@@ -32,6 +32,9 @@ use std::time::Duration;
 /// a missing sandbox, a memory problem). The CLI prints them on stderr.
 pub type Notices = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Sees every event of each run [`Engine::run`] drives, as it happens.
+pub type EventObserver = Arc<dyn Fn(&attest_protocol::Event) + Send + Sync>;
+
 /// Where the model comes from.
 enum ProviderChoice {
     /// Built from a spec and the config (the embedded model by default).
@@ -78,7 +81,8 @@ struct RunDefaults {
 /// Builds an [`Engine`]. Every part has a default: the embedded model (or a
 /// provider from `[provider]` in the config), the built-in tools in the
 /// current directory, the default permission policy, the workspace-write
-/// sandbox without network, an in-memory store, an approver that denies.
+/// sandbox without network, an in-memory store, an approver that denies,
+/// no observer.
 pub struct EngineBuilder {
     provider: ProviderChoice,
     config: ConfigFile,
@@ -105,6 +109,7 @@ pub struct EngineBuilder {
     memory: bool,
     workspace_context: bool,
     notices: Notices,
+    observer: Option<EventObserver>,
     run: RunDefaults,
     log_tap: Option<crate::telemetry::LogTap>,
 }
@@ -133,6 +138,7 @@ impl Default for EngineBuilder {
             memory: false,
             workspace_context: true,
             notices: Arc::new(|_| {}),
+            observer: None,
             run: RunDefaults::default(),
             log_tap: None,
         }
@@ -313,6 +319,18 @@ impl EngineBuilder {
     /// Where notices for a person go (default: nowhere).
     pub fn notices(mut self, notices: Notices) -> Self {
         self.notices = notices;
+        self
+    }
+
+    /// Show every event of each run [`Engine::run`] drives to `observer`
+    /// as it happens (default: none). [`Engine::run_observed`],
+    /// [`Engine::start`] and [`Engine::resume`] take their own observer or
+    /// stream instead.
+    pub fn observer(
+        mut self,
+        observer: impl Fn(&attest_protocol::Event) + Send + Sync + 'static,
+    ) -> Self {
+        self.observer = Some(Arc::new(observer));
         self
     }
 
@@ -516,6 +534,7 @@ impl EngineBuilder {
             label,
             memory: self.memory,
             notices: self.notices,
+            observer: self.observer,
             sandbox_record,
             ignored_config: self.ignored_config,
             learning: learning.and_then(|(key, switched)| {

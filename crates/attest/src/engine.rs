@@ -4,7 +4,7 @@
 //! left by a dead process closed first, a structured handoff, memory before
 //! and after, and a stream of events.
 
-use crate::builder::{EngineBuilder, Notices};
+use crate::builder::{EngineBuilder, EventObserver, Notices};
 use crate::error::Error;
 use crate::memory;
 use crate::settings::RunSettings;
@@ -115,6 +115,8 @@ pub(crate) struct Inner {
     pub(crate) label: String,
     pub(crate) memory: bool,
     pub(crate) notices: Notices,
+    /// Sees the events of runs [`Engine::run`] drives.
+    pub(crate) observer: Option<EventObserver>,
     /// What the commands' sandbox confines, recorded in every run.
     pub(crate) sandbox_record: attest_protocol::TraceRecord,
     /// `(key, file)` of untrusted workspace config keys left out.
@@ -288,9 +290,16 @@ impl Engine {
         }
     }
 
-    /// Run a task to its terminal state.
+    /// Run a task to its terminal state; its events go to the builder's
+    /// [`observer`](EngineBuilder::observer), if one was set.
     pub async fn run(&self, request: RunRequest) -> Result<RunOutcome, Error> {
-        self.run_observed(request, &mut |_| {}, CancellationToken::new())
+        let observer = self.inner.observer.clone();
+        let mut observe = |e: &Event| {
+            if let Some(observer) = &observer {
+                observer(e);
+            }
+        };
+        self.run_observed(request, &mut observe, CancellationToken::new())
             .await
     }
 

@@ -38,7 +38,8 @@
 //! [`ModelProvider`]), the tools (the built-in workspace tools, command
 //! tools from config, your own [`Tool`]), the permission policy, the shell
 //! sandbox, the store (in memory unless given a file), the [`Approver`] for
-//! calls whose permission is `ask`. [`Engine::start`] streams a run's events;
+//! calls whose permission is `ask`, an observer of the events of
+//! [`Engine::run`]. [`Engine::start`] streams a run's events;
 //! [`Engine::resume`] continues a run whose process died.
 //!
 //! The CLI and the HTTP server are built on this crate; nothing here reads
@@ -58,7 +59,7 @@ mod store_log;
 pub mod telemetry;
 pub mod trust;
 
-pub use builder::{EngineBuilder, Notices};
+pub use builder::{EngineBuilder, EventObserver, Notices};
 pub use engine::{Engine, RunHandle, RunRequest};
 pub use error::Error;
 pub use protocol_choice::{ProtocolMemory, ProtocolRecord};
