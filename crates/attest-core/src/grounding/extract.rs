@@ -408,7 +408,15 @@ pub fn needle_found(kind: CheckableKind, needle: &str, hay: &str) -> bool {
     }
 }
 
+/// Every occurrence counts, overlapping ones too (`vv` in `vvv`).
 fn occurs(kind: CheckableKind, needle: &str, hay: &str) -> bool {
-    hay.match_indices(needle)
-        .any(|(at, _)| stands_alone(kind, needle, hay, at, at + needle.len()))
+    let mut from = 0;
+    while let Some(found) = hay[from..].find(needle) {
+        let at = from + found;
+        if stands_alone(kind, needle, hay, at, at + needle.len()) {
+            return true;
+        }
+        from = at + hay[at..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
 }

@@ -13,13 +13,13 @@
 mod extract;
 #[cfg(test)]
 mod proptests;
+mod scan;
 #[cfg(test)]
 mod tests;
 
 pub use extract::{checkable_values, found_in, Checkable};
 
 use crate::engine::{HISTORY_TOOL, TOOL_SEARCH};
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use attest_protocol::{
     CheckableKind, EffectClass, GroundedValue, Grounding, ReceiptStatus, TranscriptItem,
 };
@@ -139,7 +139,9 @@ pub fn grounds(value: &Checkable, source: &Source<'_>) -> bool {
 
 /// `value` is the path the source's receipt acted on.
 fn is_target(value: &Checkable, source: &Source<'_>) -> bool {
-    let clean = |p: &str| p.trim_start_matches("./").trim_end_matches('/').to_string();
+    fn clean(p: &str) -> &str {
+        p.trim_start_matches("./").trim_end_matches('/')
+    }
     value.kind == CheckableKind::Path
         && source
             .target
@@ -150,10 +152,19 @@ fn is_target(value: &Checkable, source: &Source<'_>) -> bool {
 /// receipt, or for an observation the number of lines of its output
 /// (`lines` caches it: counting is a pass over the output).
 fn counted(value: &Checkable, source: &Source<'_>, lines: &mut Option<u64>) -> bool {
+    counted_as(count_of(value), source, lines)
+}
+
+/// The count a value states, if it is a whole number (`1,024` → 1024).
+fn count_of(value: &Checkable) -> Option<u64> {
     if value.kind != CheckableKind::Number {
-        return false;
+        return None;
     }
-    let Ok(n) = value.value.replace(',', "").parse::<u64>() else {
+    value.value.replace(',', "").parse::<u64>().ok()
+}
+
+fn counted_as(count: Option<u64>, source: &Source<'_>, lines: &mut Option<u64>) -> bool {
+    let Some(n) = count else {
         return false;
     };
     source.counts.contains(&n)
@@ -169,21 +180,28 @@ fn line_count(text: &str) -> u64 {
 /// Map each checkable value of `answer` to where it is found.
 pub fn ground(answer: &str, evidence: &Evidence<'_>) -> Grounding {
     let values = checkable_values(answer);
+    let matcher = Matcher::new(&values);
+    let mut in_prompt = vec![false; values.len()];
+    for prompt in &evidence.prompts {
+        for (i, found) in matcher.found_in(&values, prompt).into_iter().enumerate() {
+            in_prompt[i] |= found;
+        }
+    }
     let mut mapped: Vec<GroundedValue> = values
         .iter()
-        .map(|c| GroundedValue {
+        .zip(in_prompt)
+        .map(|(c, in_prompt)| GroundedValue {
             value: c.value.clone(),
             kind: c.kind,
             unit: c.unit.clone(),
             call_ids: Vec::new(),
             session_call_ids: Vec::new(),
-            in_prompt: evidence.prompts.iter().any(|p| found_in(c, p)),
+            in_prompt,
             tool_name: evidence.tool_names.contains(&c.value.as_str()),
             acted_on: evidence.run.iter().any(|s| is_target(c, s)),
         })
         .collect();
     if !values.is_empty() {
-        let matcher = Matcher::new(&values);
         for (sources, session) in [(&evidence.run, false), (&evidence.session, true)] {
             for source in sources {
                 for i in matcher.grounded_by(&values, source) {
@@ -200,80 +218,46 @@ pub fn ground(answer: &str, evidence: &Evidence<'_>) -> Grounding {
     Grounding::from_values(mapped)
 }
 
-/// Every needle of every value in one automaton (a DFA: one pass over each
-/// output at about a byte a nanosecond, whatever the number of values;
-/// `benches/grounding.rs`).
+/// Every needle of every value, found in one pass over a text's words
+/// (`scan.rs`; `benches/grounding.rs`).
 struct Matcher {
-    automaton: Option<AhoCorasick>,
-    /// Pattern index → (value index, needle).
-    patterns: Vec<(usize, String)>,
+    index: scan::WordIndex,
+    /// Each value's [`count_of`].
+    counts: Vec<Option<u64>>,
 }
 
 impl Matcher {
     fn new(values: &[Checkable]) -> Self {
-        let patterns: Vec<(usize, String)> = values
+        let needles: Vec<(usize, CheckableKind, String)> = values
             .iter()
             .enumerate()
             .flat_map(|(i, c)| {
                 extract::needles(c)
                     .into_iter()
                     .filter(|n| !n.is_empty())
-                    .map(move |n| (i, n))
+                    .map(move |n| (i, c.kind, n))
             })
             .collect();
-        let build = |kind| {
-            AhoCorasickBuilder::new()
-                .ascii_case_insensitive(true)
-                .match_kind(MatchKind::Standard)
-                .kind(kind)
-                .build(patterns.iter().map(|(_, n)| n.as_str()))
-                .ok()
-        };
-        // The NFA is many times slower to search; it is only the fallback
-        // for a pattern set too large for a DFA.
-        let automaton = build(Some(AhoCorasickKind::DFA)).or_else(|| build(None));
         Matcher {
-            automaton,
-            patterns,
+            index: scan::WordIndex::new(needles.iter().map(|(i, k, n)| (*i, *k, n.as_str()))),
+            counts: values.iter().map(count_of).collect(),
         }
+    }
+
+    /// Which values occur in `text`.
+    fn found_in(&self, values: &[Checkable], text: &str) -> Vec<bool> {
+        let mut found = vec![false; values.len()];
+        self.index.find(text, &mut found);
+        found
     }
 
     /// Indices of the values `source` grounds.
     fn grounded_by(&self, values: &[Checkable], source: &Source<'_>) -> Vec<usize> {
-        let hay = source.output;
-        let mut found = vec![false; values.len()];
-        let mut left = values.len();
-        match &self.automaton {
-            Some(ac) => {
-                for m in ac.find_overlapping_iter(hay) {
-                    let (i, needle) = &self.patterns[m.pattern().as_usize()];
-                    if found[*i] {
-                        continue;
-                    }
-                    let kind = values[*i].kind;
-                    let exact = extract::case_insensitive(kind)
-                        || hay.get(m.start()..m.end()) == Some(needle.as_str());
-                    if exact && extract::stands_alone(kind, needle, hay, m.start(), m.end()) {
-                        found[*i] = true;
-                        left -= 1;
-                        if left == 0 {
-                            break;
-                        }
-                    }
-                }
-            }
-            None => {
-                for (i, c) in values.iter().enumerate() {
-                    found[i] = found_in(c, hay);
-                }
-            }
-        }
+        let found = self.found_in(values, source.output);
+        let echoed = self.found_in(values, source.arguments);
         let mut lines = None;
         (0..values.len())
-            .filter(|&i| {
-                (found[i] || counted(&values[i], source, &mut lines))
-                    && !found_in(&values[i], source.arguments)
-            })
+            .filter(|&i| (found[i] || counted_as(self.counts[i], source, &mut lines)) && !echoed[i])
             .collect()
     }
 }
