@@ -110,6 +110,8 @@ pub struct EngineBuilder {
     workspace_context: bool,
     notices: Notices,
     observer: Option<EventObserver>,
+    extra_command_tools: Vec<attest_tools::CommandToolConfig>,
+    extra_mcp_servers: Vec<attest_tools::mcp::McpServerConfig>,
     run: RunDefaults,
     log_tap: Option<crate::telemetry::LogTap>,
 }
@@ -139,6 +141,8 @@ impl Default for EngineBuilder {
             workspace_context: true,
             notices: Arc::new(|_| {}),
             observer: None,
+            extra_command_tools: Vec::new(),
+            extra_mcp_servers: Vec::new(),
             run: RunDefaults::default(),
             log_tap: None,
         }
@@ -214,6 +218,21 @@ impl EngineBuilder {
     /// Add a tool of the caller's.
     pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
         self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Add a command tool, as a `[[tools]]` entry of the config would
+    /// (kept across a later [`EngineBuilder::config`]; checked the same way
+    /// when the engine is built).
+    pub fn command_tool(mut self, tool: attest_tools::CommandToolConfig) -> Self {
+        self.extra_command_tools.push(tool);
+        self
+    }
+
+    /// Add an MCP server, as an `[[mcp_servers]]` entry of the config
+    /// would (kept across a later [`EngineBuilder::config`]).
+    pub fn mcp_server(mut self, server: attest_tools::mcp::McpServerConfig) -> Self {
+        self.extra_mcp_servers.push(server);
         self
     }
 
@@ -394,7 +413,11 @@ impl EngineBuilder {
     }
 
     /// Assemble the engine.
-    pub fn build(self) -> Result<Engine, Error> {
+    pub fn build(mut self) -> Result<Engine, Error> {
+        let extra_tools = std::mem::take(&mut self.extra_command_tools);
+        self.config.tools.extend(extra_tools);
+        let extra_servers = std::mem::take(&mut self.extra_mcp_servers);
+        self.config.mcp_servers.extend(extra_servers);
         let file = &self.config;
         let note = &self.config_note;
         let workspace = Workspace::new(&self.workspace)

@@ -322,3 +322,41 @@ async fn the_sandbox_setter_decides_how_commands_run() {
         println!("no sandbox mechanism here: only the temp dir is checked");
     }
 }
+
+#[tokio::test]
+async fn a_command_tool_added_by_the_builder_runs_and_its_receipt_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool: attest::tools::CommandToolConfig = serde_json::from_value(serde_json::json!({
+        "name": "order_state",
+        "description": "The state of an order",
+        "effect": "observe",
+        "command": ["sh", "-c", "cat >/dev/null; echo shipped"],
+        // The builder's default sandbox may be missing on this machine;
+        // this test is about the setter, not the sandbox.
+        "sandbox": false
+    }))
+    .unwrap();
+    let model = script(
+        r#"
+- tool_calls: [{ name: order_state, arguments: {} }]
+- text: "The order has shipped."
+"#,
+    );
+    let engine = Engine::builder()
+        .provider(model)
+        .workspace(dir.path())
+        .command_tool(tool)
+        // A later config keeps what the setter added.
+        .config(attest::config::ConfigFile::default(), "")
+        .build()
+        .unwrap();
+    let outcome = engine
+        .run(RunRequest::new("Has the order shipped?").expect(ContractKind::Observe))
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed, "{outcome:?}");
+    let receipt = &outcome.receipts[0];
+    assert_eq!(receipt.tool_name, "order_state");
+    assert_eq!(receipt.status, ReceiptStatus::Ok);
+    assert_eq!(receipt.effect, EffectClass::Observe);
+}
