@@ -171,6 +171,56 @@ async fn a_write_outside_the_servers_root_fails_and_writes_nothing() {
 }
 
 #[tokio::test]
+async fn no_permission_in_the_config_lets_a_destructive_tool_run_unasked() {
+    let ws = TestWorkspace::new();
+    let root = ws.path().canonicalize().unwrap();
+    let target = root.join("inside.txt");
+    // Every way the config can say allow: the server, the tool, the default.
+    ws.append_config(&format!(
+        "[[mcp_servers]]\nname = \"fs\"\ncommand = \"node\"\nargs = [{:?}, {:?}]\ntrusted_annotations = true\npermission = \"allow\"\n[permissions]\ndefault = \"allow\"\nfs__write_file = \"allow\"\n",
+        server_entry(FILESYSTEM),
+        root.display().to_string()
+    ));
+    let model = MockModel::start(
+        OPENAI,
+        vec![
+            Turn::tool(
+                "fs__write_file",
+                json!({"path": target.display().to_string(), "content": "unasked"}),
+            ),
+            Turn::text("Done."),
+        ],
+    )
+    .await;
+    let run = run_attest(
+        &model,
+        &ws,
+        &[
+            "--expect",
+            "mutate",
+            "--approval",
+            "deny",
+            "Write inside.txt",
+        ],
+    )
+    .await;
+    assert_eq!(
+        run.of_type("approval_requested").len(),
+        1,
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        receipt(&run, "fs__write_file")["status"],
+        "denied",
+        "{}",
+        run.describe()
+    );
+    assert!(!target.exists(), "the destructive call never ran");
+    assert_ne!(run.state(), "completed", "{}", run.describe());
+}
+
+#[tokio::test]
 async fn the_everything_server_progress_errors_and_structured_content() {
     let ws = TestWorkspace::new();
     ws.append_config(&format!(

@@ -509,8 +509,13 @@ impl EngineBuilder {
         // The one redactor (SPEC F8): what every part of a run scrubs with.
         let redactor =
             attest_core::Redactor::new().with_secrets(secrets.into_iter().chain(mcp.secrets));
-        let tracker =
-            self.install_safety(&mut registry, &workspace, sandbox.as_deref(), &redactor)?;
+        let tracker = self.install_safety(
+            &mut registry,
+            &workspace,
+            sandbox.as_deref(),
+            &redactor,
+            &mcp.destructive,
+        )?;
 
         let contract = self.contract(&registry)?;
         let mut cfg = RunConfig::new(contract);
@@ -668,6 +673,7 @@ impl EngineBuilder {
         workspace: &Workspace,
         sandbox: Option<&Sandbox>,
         redactor: &attest_core::Redactor,
+        destructive: &[String],
     ) -> Result<Arc<FailureTracker>, Error> {
         let file = &self.config;
         let permissions = self
@@ -681,6 +687,14 @@ impl EngineBuilder {
         let mut policy = PermissionPolicy::new(permissions)
             .map_err(|e| Error::config(format!("invalid [permissions]: {e}")))?
             .with_shell_context(ShellContext::new(workspace.root(), search_path));
+        for name in destructive {
+            // An MCP server's own word that a tool destroys: no allow in
+            // the permissions makes it run unasked.
+            policy = policy.require_approval_for(
+                name,
+                "its MCP server marks it destructive (destructiveHint), so each call needs approval",
+            );
+        }
         let unknown = policy.unknown_tools(&registry.names());
         if !unknown.is_empty() {
             return Err(Error::config(format!(

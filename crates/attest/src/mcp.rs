@@ -68,6 +68,8 @@ pub(crate) fn install_crypto_provider() {
 pub(crate) struct McpTools {
     pub tools: Vec<Arc<dyn Tool>>,
     pub secrets: Vec<String>,
+    /// Tools the servers mark destructive: approval is mandatory for them.
+    pub destructive: Vec<String>,
 }
 
 pub(crate) fn connect_all(
@@ -81,6 +83,7 @@ pub(crate) fn connect_all(
     let mut out = McpTools {
         tools: Vec::new(),
         secrets: Vec::new(),
+        destructive: Vec::new(),
     };
     if servers.is_empty() {
         return Ok(out);
@@ -133,6 +136,12 @@ pub(crate) fn connect_all(
                 for skipped in &set.skipped {
                     notice(skipped);
                 }
+                out.destructive.extend(
+                    set.tools
+                        .iter()
+                        .filter(|t| t.destructive())
+                        .map(|t| t.spec().name.clone()),
+                );
                 out.tools
                     .extend(set.tools.into_iter().map(|t| t as Arc<dyn Tool>));
             }

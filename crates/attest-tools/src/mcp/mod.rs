@@ -146,5 +146,6 @@ fn tool_from(
         permission,
         server: Arc::clone(server),
         output_schema,
+        destructive: hints.destructive == Some(true),
     })
 }

@@ -26,6 +26,9 @@ pub struct McpTool {
     /// The tool's `outputSchema`, when it declared one: structured
     /// content that does not match it is a failure, not evidence.
     pub(super) output_schema: Option<jsonschema::Validator>,
+    /// The server marks it destructive (`destructiveHint`): each call it
+    /// is allowed needs approval, whatever the permissions say.
+    pub(super) destructive: bool,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -41,6 +44,12 @@ impl McpTool {
     /// Its name on the server.
     pub fn remote_name(&self) -> &str {
         &self.remote
+    }
+
+    /// Whether the server marks it destructive: the caller makes approval
+    /// mandatory for it (a `[permissions]` allow cannot loosen that).
+    pub fn destructive(&self) -> bool {
+        self.destructive
     }
 }
 
