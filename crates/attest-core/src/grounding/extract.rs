@@ -169,16 +169,14 @@ pub fn checkable_values(answer: &str) -> Vec<Checkable> {
         }
     };
     // Fence lines carry no values; the code inside them does.
-    let mut rest: String = answer
-        .split_inclusive('\n')
-        .map(|line| {
-            if line.trim_start().starts_with("```") {
-                blank(line)
-            } else {
-                line.to_string()
-            }
-        })
-        .collect();
+    let mut rest = String::with_capacity(answer.len());
+    for line in answer.split_inclusive('\n') {
+        if line.trim_start().starts_with("```") {
+            rest.push_str(&blank(line));
+        } else {
+            rest.push_str(line);
+        }
+    }
     // Code spans and quotes first, blanked afterwards so their words are
     // not taken again.
     for (re, code) in [(code_span_re(), true), (quoted_re(), false)] {
@@ -230,12 +228,14 @@ pub fn checkable_values(answer: &str) -> Vec<Checkable> {
 /// Spaces of the same byte length (ranges found earlier stay valid);
 /// newlines stay.
 fn blank(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '\n' => "\n".to_string(),
-            c => " ".repeat(c.len_utf8()),
-        })
-        .collect()
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            c => (0..c.len_utf8()).for_each(|_| out.push(' ')),
+        }
+    }
+    out
 }
 
 /// A code span or quoted string: its own kind when it has one, else an
@@ -268,7 +268,18 @@ fn token_values(token: &str, next: Option<&str>, after_port_word: bool) -> Vec<C
     if token.is_empty() || token.contains(char::is_whitespace) {
         return Vec::new();
     }
-    if let Some(caps) = host_port_re().captures(token) {
+    // Cheap tests first: most tokens of an answer are words, which no
+    // pattern below can match (each needs what it tests for).
+    let digit = token.bytes().any(|b| b.is_ascii_digit());
+    let marked = token.contains(['.', '/', ':']);
+    if !digit && !marked && token.len() < 7 {
+        return Vec::new();
+    }
+    if let Some(caps) = token
+        .contains(':')
+        .then(|| host_port_re().captures(token))
+        .flatten()
+    {
         let host = caps.get(1).map_or("", |m| m.as_str());
         let port = caps.get(2).map_or("", |m| m.as_str());
         let hostish = host.is_empty()
@@ -282,10 +293,13 @@ fn token_values(token: &str, next: Option<&str>, after_port_word: bool) -> Vec<C
             return out;
         }
     }
-    if version_re().is_match(token) {
+    if digit && token.contains('.') && version_re().is_match(token) {
         return vec![plain(token, CheckableKind::Version)];
     }
-    if let Some(caps) = hash_re().captures(token) {
+    if let Some(caps) = (token.len() >= 7)
+        .then(|| hash_re().captures(token))
+        .flatten()
+    {
         let hex = caps.get(1).map_or("", |m| m.as_str());
         let letters = hex.chars().any(|c| c.is_ascii_alphabetic());
         let digits = hex.chars().any(|c| c.is_ascii_digit());
@@ -293,7 +307,8 @@ fn token_values(token: &str, next: Option<&str>, after_port_word: bool) -> Vec<C
             return vec![plain(token, CheckableKind::Hash)];
         }
     }
-    if let Some(caps) = number_unit_re().captures(token) {
+    let numeric = token.starts_with(|c: char| c.is_ascii_digit() || c == '-');
+    if let Some(caps) = numeric.then(|| number_unit_re().captures(token)).flatten() {
         let number = caps.get(1).map_or("", |m| m.as_str());
         let unit = match caps.get(2) {
             Some(glued) => unit_of(glued.as_str()),
@@ -315,6 +330,10 @@ fn token_values(token: &str, next: Option<&str>, after_port_word: bool) -> Vec<C
                 unit,
             }];
         }
+        return Vec::new();
+    }
+    // A URL, a domain or a path has a `.`, `/` or `:` in it.
+    if !marked {
         return Vec::new();
     }
     match classify(token) {

@@ -203,15 +203,26 @@ pub fn ground(answer: &str, evidence: &Evidence<'_>) -> Grounding {
         .collect();
     if !values.is_empty() {
         for (sources, session) in [(&evidence.run, false), (&evidence.session, true)] {
-            for source in sources {
+            // Which sources ground each value, then each list built once
+            // at its size (a value can be in every output).
+            let mut by_value: Vec<Vec<u32>> = vec![Vec::new(); values.len()];
+            for (s, source) in sources.iter().enumerate() {
                 for i in matcher.grounded_by(&values, source) {
-                    let ids = if session {
-                        &mut mapped[i].session_call_ids
-                    } else {
-                        &mut mapped[i].call_ids
-                    };
-                    ids.push(source.call_id.to_string());
+                    by_value[i].push(s as u32);
                 }
+            }
+            for (value, grounding) in mapped.iter_mut().zip(by_value) {
+                let ids = if session {
+                    &mut value.session_call_ids
+                } else {
+                    &mut value.call_ids
+                };
+                ids.reserve_exact(grounding.len());
+                ids.extend(
+                    grounding
+                        .iter()
+                        .map(|&s| sources[s as usize].call_id.to_string()),
+                );
             }
         }
     }

@@ -194,8 +194,9 @@ impl WordIndex {
         }
         let b = hay.as_bytes();
         if (!self.by_word.is_empty() || !self.by_prefix.is_empty()) && hay.is_ascii() {
-            self.visit_ascii_words(hay, found);
+            self.visit_ascii_words(hay, found, &mut Left::new(self));
         } else if !self.by_word.is_empty() || !self.by_prefix.is_empty() {
+            let mut left = Left::new(self);
             let mut i = 0;
             while i < b.len() {
                 let c = b[i];
@@ -222,7 +223,7 @@ impl WordIndex {
                     end = word_end(hay, end);
                 }
                 if c != b'_' {
-                    self.visit(hay, i, end, found);
+                    self.visit(hay, i, end, found, &mut left);
                 }
                 i = end;
             }
@@ -238,7 +239,7 @@ impl WordIndex {
     /// [`Self::find`]'s pass for a text of ASCII only: a bit per byte for
     /// "letter, digit or `_`", eight bytes at a time, and only the words
     /// that may start a needle are visited.
-    fn visit_ascii_words(&self, hay: &str, found: &mut [bool]) {
+    fn visit_ascii_words(&self, hay: &str, found: &mut [bool], left: &mut Left) {
         let b = hay.as_bytes();
         let mut carry = 0u64;
         for (k, block) in b.chunks(64).enumerate() {
@@ -270,29 +271,29 @@ impl WordIndex {
                         .take_while(|&&c| c.is_ascii_alphanumeric() || c == b'_')
                         .count()
                 };
-                self.visit(hay, start, end.min(b.len()), found);
+                self.visit(hay, start, end.min(b.len()), found, left);
             }
         }
     }
 
     /// The look-ups for the word `hay[start..end]`.
     #[inline]
-    fn visit(&self, hay: &str, start: usize, end: usize, found: &mut [bool]) {
+    fn visit(&self, hay: &str, start: usize, end: usize, found: &mut [bool], left: &mut Left) {
         let b = hay.as_bytes();
         let len = end - start;
         let c = b[start];
         let lengths = self.lengths_after(c);
         if lengths & length_bit(len) != 0 {
-            if let Some(ids) = self.by_word.get(key(b, start, len)) {
-                self.check_all(ids, hay, start, None, found);
+            if let Some((list, ids)) = self.by_word.get(key(b, start, len)) {
+                self.check_all(ids, hay, start, None, found, &mut left.word[list]);
             }
         }
         if c.is_ascii_digit() {
             let digits = leading_digits(&b[start..end]);
             if digits < len && lengths & length_bit(digits) != 0 {
                 // `12ms`: the number is the leading digits.
-                if let Some(ids) = self.by_word.get(key(b, start, digits)) {
-                    self.check_all(ids, hay, start, None, found);
+                if let Some((list, ids)) = self.by_word.get(key(b, start, digits)) {
+                    self.check_all(ids, hay, start, None, found, &mut left.word[list]);
                 }
             }
         } else if self.versions
@@ -301,13 +302,22 @@ impl WordIndex {
             && self.lengths_after(b[start + 1]) & length_bit(len - 1) != 0
         {
             // `v1.2.3`: the version after its `v`.
-            if let Some(ids) = self.by_word.get(key(b, start + 1, len - 1)) {
-                self.check_all(ids, hay, start + 1, Some(CheckableKind::Version), found);
+            if let Some((_, ids)) = self.by_word.get(key(b, start + 1, len - 1)) {
+                // Not counted: only the versions of the list are checked.
+                let mut ignored = u32::MAX;
+                self.check_all(
+                    ids,
+                    hay,
+                    start + 1,
+                    Some(CheckableKind::Version),
+                    found,
+                    &mut ignored,
+                );
             }
         }
         if len >= HASH_PREFIX && !self.by_prefix.is_empty() {
-            if let Some(ids) = self.by_prefix.get(prefix_key(b, start)) {
-                self.check_all(ids, hay, start, None, found);
+            if let Some((list, ids)) = self.by_prefix.get(prefix_key(b, start)) {
+                self.check_all(ids, hay, start, None, found, &mut left.prefix[list]);
             }
         }
     }
@@ -330,14 +340,23 @@ impl WordIndex {
         at: usize,
         only: Option<CheckableKind>,
         found: &mut [bool],
+        left: &mut u32,
     ) {
+        if *left == 0 {
+            return;
+        }
+        let mut unfound = 0;
         let b = hay.as_bytes();
         // The text's 16 bytes at the first word, as is and folded (most
         // needles start with their first word).
         let mut there = None;
         for &id in ids {
             let n = &self.needles[id as usize];
-            if found[n.value] || only.is_some_and(|k| k != n.kind) {
+            if found[n.value] {
+                continue;
+            }
+            unfound += 1;
+            if only.is_some_and(|k| k != n.kind) {
                 continue;
             }
             let Some(start) = at.checked_sub(n.offset) else {
@@ -383,7 +402,29 @@ impl WordIndex {
                 && stands_alone(n.kind, &n.text, hay, start, end)
             {
                 found[n.value] = true;
+                unfound -= 1;
             }
+        }
+        // Once every value of the list is found in this text, its word
+        // costs a look-up and nothing more.
+        if only.is_none() {
+            *left = unfound;
+        }
+    }
+}
+
+/// Per list of the tables, how many of its needles' values are not yet
+/// found in the text being searched (`u32::MAX`: not counted yet).
+struct Left {
+    word: Vec<u32>,
+    prefix: Vec<u32>,
+}
+
+impl Left {
+    fn new(index: &WordIndex) -> Self {
+        Left {
+            word: vec![u32::MAX; index.by_word.lists.len()],
+            prefix: vec![u32::MAX; index.by_prefix.lists.len()],
         }
     }
 }
@@ -555,7 +596,7 @@ impl KeyTable {
     }
 
     #[inline]
-    fn get(&self, key: u64) -> Option<&[u32]> {
+    fn get(&self, key: u64) -> Option<(usize, &[u32])> {
         if self.slots.is_empty() {
             return None;
         }
@@ -563,7 +604,7 @@ impl KeyTable {
         loop {
             match self.slots[slot] {
                 (0, _) => return None,
-                (k, list) if k == key => return Some(&self.lists[list as usize]),
+                (k, list) if k == key => return Some((list as usize, &self.lists[list as usize])),
                 _ => slot = (slot + 1) & (self.slots.len() - 1),
             }
         }
@@ -693,6 +734,30 @@ mod tests {
             let kind = KINDS[kind];
             let hay = if plant { format!("{hay}{needle} {hay}") } else { hay };
             prop_assert_eq!(index_finds(kind, &needle, &hay), needle_found(kind, &needle, &hay));
+        }
+
+        #[test]
+        fn many_needles_sharing_words_agree_with_the_needle_search(
+            needles in proptest::collection::vec(("[a-c0-9]{1,2}[-_./:]?[a-c0-9]{0,3}", 0..KINDS.len()), 1..8),
+            hay in "[-_/.,: a-cA-C0-9]{0,40}",
+            planted in proptest::collection::vec(any::<prop::sample::Index>(), 0..4),
+        ) {
+            // The same needles several times over a text with some of them
+            // in it: each list's count of values left must stay exact.
+            let mut text = hay.clone();
+            for p in &planted {
+                text.push(' ');
+                text.push_str(&needles[p.index(needles.len())].0);
+            }
+            let text = format!("{text} {text}");
+            let index = WordIndex::new(
+                needles.iter().enumerate().map(|(i, (n, k))| (i, KINDS[*k], n.as_str())),
+            );
+            let mut found = vec![false; needles.len()];
+            index.find(&text, &mut found);
+            for (i, (n, k)) in needles.iter().enumerate() {
+                prop_assert_eq!(found[i], needle_found(KINDS[*k], n, &text), "{} {:?} in {}", n, KINDS[*k], text);
+            }
         }
     }
 }
