@@ -18,6 +18,22 @@ fn sandbox_here() -> bool {
     report.mechanism.is_some()
 }
 
+/// `attest trace` of the run `r` in `ws`, which must succeed.
+async fn trace_of(ws: &TestWorkspace, r: &RunResult) -> RunResult {
+    let trace = run_binary(
+        vec![
+            "trace".into(),
+            r.done()["run_id"].as_str().unwrap().into(),
+            "-C".into(),
+            ws.path().display().to_string(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(trace.code, 0, "{}", trace.describe());
+    trace
+}
+
 fn has(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
@@ -239,17 +255,7 @@ async fn sandboxed_commands_cannot_change_the_store_the_config_or_git() {
     let results = model.tool_results(1);
     assert!(results[0].1.contains("read-only"), "{results:?}");
     // The store is whole: the run reads back.
-    let trace = run_binary(
-        vec![
-            "trace".into(),
-            r.done()["run_id"].as_str().unwrap().into(),
-            "-C".into(),
-            ws.path().display().to_string(),
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(trace.code, 0, "{}", trace.describe());
+    trace_of(&ws, &r).await;
 }
 
 #[tokio::test]
@@ -536,17 +542,7 @@ async fn the_write_and_edit_tools_refuse_the_store_the_config_and_git() {
         "still-writable"
     );
     // Every run's trace says what its sandbox confines and what not.
-    let trace = run_binary(
-        vec![
-            "trace".into(),
-            r.done()["run_id"].as_str().unwrap().into(),
-            "-C".into(),
-            ws.path().display().to_string(),
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(trace.code, 0, "{}", trace.describe());
+    let trace = trace_of(&ws, &r).await;
     let line = trace
         .stdout
         .lines()
