@@ -133,7 +133,23 @@ async fn a_run_is_exported_as_genai_spans_without_contents() {
         int(root, "gen_ai.usage.input_tokens"),
         usage["input_tokens"].as_i64().unwrap()
     );
-    assert_eq!(int(root, "attest.grounding.receipts_ok"), 1);
+    assert_eq!(int(root, "attest.receipts.ok"), 1);
+    assert_eq!(int(root, "attest.receipts.failed"), 0);
+    // The answer's grounding, as `done` reports it: `8080` from the read.
+    let grounding = &run.done()["grounding"];
+    assert_eq!(
+        int(root, "attest.grounding.values"),
+        grounding["values"].as_array().unwrap().len() as i64
+    );
+    assert_eq!(int(root, "attest.grounding.values"), 1, "{grounding}");
+    assert_eq!(int(root, "attest.grounding.ungrounded"), 0, "{grounding}");
+    assert!(
+        matches!(
+            attr(root, "attest.grounding.evidence_used"),
+            Some(AnyValue::BoolValue(true))
+        ),
+        "{grounding}"
+    );
 
     let chats = named(&spans, "chat test-model");
     assert_eq!(chats.len(), 2, "one per model call");

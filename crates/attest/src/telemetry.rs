@@ -316,6 +316,7 @@ impl Spans {
                 receipts,
                 steps,
                 usage,
+                grounding,
                 ..
             } => {
                 let Some(mut run) = self.runs.remove(run_id) else {
@@ -338,15 +339,27 @@ impl Spans {
                     KeyValue::new("attest.steps", i64::from(*steps)),
                     KeyValue::new("gen_ai.usage.input_tokens", usage.input_tokens as i64),
                     KeyValue::new("gen_ai.usage.output_tokens", usage.output_tokens as i64),
-                    KeyValue::new("attest.grounding.receipts", receipts.len() as i64),
-                    KeyValue::new("attest.grounding.receipts_ok", ok),
-                    KeyValue::new(
-                        "attest.grounding.receipts_failed",
-                        receipts.len() as i64 - ok,
-                    ),
+                    KeyValue::new("attest.receipts", receipts.len() as i64),
+                    KeyValue::new("attest.receipts.ok", ok),
+                    KeyValue::new("attest.receipts.failed", receipts.len() as i64 - ok),
                 ];
                 for kv in attributes {
                     span.set_attribute(kv);
+                }
+                // How the answer's values map to the evidence (SPEC A9).
+                if let Some(g) = grounding {
+                    span.set_attribute(KeyValue::new(
+                        "attest.grounding.values",
+                        g.values.len() as i64,
+                    ));
+                    span.set_attribute(KeyValue::new(
+                        "attest.grounding.ungrounded",
+                        g.ungrounded.len() as i64,
+                    ));
+                    span.set_attribute(KeyValue::new(
+                        "attest.grounding.evidence_used",
+                        g.evidence_used,
+                    ));
                 }
                 if capture {
                     if let Some(answer) = answer {
