@@ -261,3 +261,55 @@ async fn an_unreachable_collector_neither_fails_nor_stalls_the_run() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attest_serve_exports_its_runs_as_the_config_says() {
+    use common::server::{submit, wait_for_end, Server, ServerDir};
+    let receiver = receiver().await;
+    let model = MockModel::start(
+        OPENAI,
+        vec![
+            Turn::tool("read_file", json!({"path": "config.toml"})),
+            Turn::text("The port is 8080."),
+        ],
+    )
+    .await;
+    let dir = ServerDir::new(
+        &model,
+        &format!("\n[telemetry]\notlp_endpoint = \"{}\"\n", receiver.uri()),
+    );
+    let ws = dir.workspace("proj");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("config.toml"), "port = 8080\n").unwrap();
+    let server = Server::start(&dir);
+    let submitted = submit(
+        &server,
+        None,
+        json!({"prompt": "Which port does config.toml set?", "expect": "observe", "workspace": "proj"}),
+    )
+    .await;
+    let run_id = submitted["run_id"].as_str().unwrap().to_string();
+    let run = wait_for_end(&server, None, &run_id).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    // The batch exporter sends within seconds; the server keeps running.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let root = loop {
+        let (spans, _) = spans(&receiver).await;
+        if let Some(root) = spans.into_iter().find(|s| s.name == "invoke_agent attest") {
+            break root;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no run span reached the collector"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(string(&root, "attest.terminal.state"), "completed");
+    assert_eq!(
+        string(&root, "gen_ai.conversation.id"),
+        run["session_id"].as_str().unwrap()
+    );
+    assert_eq!(int(&root, "attest.receipts.ok"), 1);
+    let (spans, _) = spans(&receiver).await;
+    assert_eq!(named(&spans, "execute_tool read_file").len(), 1);
+}

@@ -53,6 +53,8 @@ pub struct Inner {
     listener: Mutex<Option<PgListener>>,
     /// Outbound webhooks and the inbound adapters' secrets.
     pub webhooks: Webhooks,
+    /// OTLP export of every run's spans, from the config's `[telemetry]`.
+    pub telemetry: Option<attest::telemetry::Telemetry>,
 }
 
 #[derive(Clone)]
@@ -235,6 +237,7 @@ impl AppState {
         }
         let desk = Arc::new(ApprovalDesk::new(cfg.approval_timeout));
         let url = cfg.database_url.clone();
+        let telemetry = start_telemetry(&file.telemetry, &env);
         let state = AppState(Arc::new(Inner {
             cfg,
             queue: Mutex::new(queue),
@@ -249,12 +252,39 @@ impl AppState {
             env,
             webhooks,
             listener: Mutex::new(None),
+            telemetry,
         }));
         if let Some(url) = url {
             let listener = listen(&url, Arc::downgrade(&state.0)).map_err(unavailable)?;
             *state.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(listener);
         }
         Ok(state)
+    }
+}
+
+/// OTLP export as the config's `[telemetry]` says (contents also with the
+/// GenAI conventions' `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`);
+/// a bad endpoint is a notice: export never stops the server or a run.
+fn start_telemetry(
+    section: &attest::config::TelemetrySection,
+    env: &ServerEnv,
+) -> Option<attest::telemetry::Telemetry> {
+    let endpoint = section
+        .otlp_endpoint
+        .clone()
+        .filter(|e| !e.trim().is_empty())?;
+    let capture_env = (env.env)("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let config = attest::telemetry::TelemetryConfig {
+        endpoint,
+        capture_content: section.capture_content.unwrap_or(false) || capture_env,
+    };
+    match attest::telemetry::Telemetry::start(&config) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            (env.notices)(&format!("{e}; spans are not exported"));
+            None
+        }
     }
 }
 

@@ -169,6 +169,9 @@ fn engine_for(
         .store(state.log(&lease.run_id).clone())
         .approver(crate::approvals::for_run(state, &lease.session_id))
         .notices(Arc::clone(&state.env.notices));
+    if let Some(t) = &state.telemetry {
+        builder = builder.log_tap(t.tap());
+    }
     if let Some(kind) = &request.expect {
         builder = builder.expect(kind.parse::<ContractKind>()?);
     }
