@@ -366,17 +366,12 @@ fn telemetry(
     args: &EngineArgs,
     (file_endpoint, file_capture): &(Option<String>, Option<bool>),
 ) -> Option<attest::telemetry::Telemetry> {
-    let endpoint = args
-        .otlp_endpoint
-        .clone()
-        .or_else(|| file_endpoint.clone())
-        .filter(|e| !e.trim().is_empty())?;
-    let capture_env = std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-        .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-    let config = attest::telemetry::TelemetryConfig {
-        endpoint,
-        capture_content: file_capture.unwrap_or(false) || capture_env,
-    };
+    use attest::telemetry::{TelemetryConfig, CAPTURE_CONTENT_ENV};
+    let config = TelemetryConfig::resolve(
+        args.otlp_endpoint.clone().or_else(|| file_endpoint.clone()),
+        *file_capture,
+        std::env::var(CAPTURE_CONTENT_ENV).ok().as_deref(),
+    )?;
     match attest::telemetry::Telemetry::start(&config) {
         Ok(t) => Some(t),
         Err(e) => {

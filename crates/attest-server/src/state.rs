@@ -269,16 +269,12 @@ fn start_telemetry(
     section: &attest::config::TelemetrySection,
     env: &ServerEnv,
 ) -> Option<attest::telemetry::Telemetry> {
-    let endpoint = section
-        .otlp_endpoint
-        .clone()
-        .filter(|e| !e.trim().is_empty())?;
-    let capture_env = (env.env)("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let config = attest::telemetry::TelemetryConfig {
-        endpoint,
-        capture_content: section.capture_content.unwrap_or(false) || capture_env,
-    };
+    use attest::telemetry::{TelemetryConfig, CAPTURE_CONTENT_ENV};
+    let config = TelemetryConfig::resolve(
+        section.otlp_endpoint.clone(),
+        section.capture_content,
+        (env.env)(CAPTURE_CONTENT_ENV).as_deref(),
+    )?;
     match attest::telemetry::Telemetry::start(&config) {
         Ok(t) => Some(t),
         Err(e) => {

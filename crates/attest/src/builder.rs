@@ -635,7 +635,7 @@ impl EngineBuilder {
                 .iter()
                 .find(|(k, _)| k == "PATH")
                 .map(|(_, v)| v.clone()),
-            None => ToolEnv::minimal().get("PATH").map(|p| p.to_os_string()),
+            None => Some(attest_tools::sandbox::default_search_path()),
         }
     }
 

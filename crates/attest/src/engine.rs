@@ -246,23 +246,20 @@ impl Engine {
                     },
                 )?;
             }
-            store.append(
-                &cfg.run_id,
-                &attest_protocol::LogEntry::Trace {
-                    trace: inner.sandbox_record.clone(),
-                },
-            )?;
-            for (key, source) in &inner.ignored_config {
-                store.append(
-                    &cfg.run_id,
-                    &attest_protocol::LogEntry::Trace {
-                        trace: attest_protocol::TraceRecord::ConfigIgnored {
-                            key: key.clone(),
-                            source: source.clone(),
-                        },
-                    },
-                )?;
-            }
+            // What the run starts under, in one write: its sandbox and the
+            // config keys it did not use.
+            let mut records = vec![inner.sandbox_record.clone()];
+            records.extend(inner.ignored_config.iter().map(|(key, source)| {
+                attest_protocol::TraceRecord::ConfigIgnored {
+                    key: key.clone(),
+                    source: source.clone(),
+                }
+            }));
+            let entries: Vec<attest_protocol::LogEntry> = records
+                .into_iter()
+                .map(|trace| attest_protocol::LogEntry::Trace { trace })
+                .collect();
+            store.append_all(&cfg.run_id, &entries)?;
         }
         let mut log = StoreLog {
             store: inner.store.clone(),

@@ -40,6 +40,27 @@ pub struct TelemetryConfig {
     pub capture_content: bool,
 }
 
+/// The GenAI conventions' switch for exporting contents.
+pub const CAPTURE_CONTENT_ENV: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+
+impl TelemetryConfig {
+    /// Export to `endpoint` (none, or a blank one: no export), with contents
+    /// when `[telemetry] capture_content` or [`CAPTURE_CONTENT_ENV`]
+    /// (`capture_env`, its value) says `true`.
+    pub fn resolve(
+        endpoint: Option<String>,
+        capture_content: Option<bool>,
+        capture_env: Option<&str>,
+    ) -> Option<TelemetryConfig> {
+        let endpoint = endpoint.filter(|e| !e.trim().is_empty())?;
+        let capture_env = capture_env.is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        Some(TelemetryConfig {
+            endpoint,
+            capture_content: capture_content.unwrap_or(false) || capture_env,
+        })
+    }
+}
+
 /// Why export could not be set up.
 #[derive(Debug, thiserror::Error)]
 #[error("OTLP export to {endpoint}: {reason}")]

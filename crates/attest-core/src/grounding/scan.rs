@@ -192,40 +192,12 @@ impl WordIndex {
         if self.needles.is_empty() {
             return;
         }
-        let b = hay.as_bytes();
-        if (!self.by_word.is_empty() || !self.by_prefix.is_empty()) && hay.is_ascii() {
-            self.visit_ascii_words(hay, found, &mut Left::new(self));
-        } else if !self.by_word.is_empty() || !self.by_prefix.is_empty() {
+        if !self.by_word.is_empty() || !self.by_prefix.is_empty() {
             let mut left = Left::new(self);
-            let mut i = 0;
-            while i < b.len() {
-                let c = b[i];
-                match CLASS[c as usize] {
-                    OTHER => {
-                        i += 1;
-                        continue;
-                    }
-                    NON_ASCII => {
-                        // A word starting with a non-ASCII character names
-                        // no needle of the table; skip it (or the one
-                        // character).
-                        let end = word_end(hay, i);
-                        i = if end > i { end } else { i + char_len(c) };
-                        continue;
-                    }
-                    _ => {}
-                }
-                let mut end = i + 1;
-                while end < b.len() && CLASS[b[end] as usize] == WORD {
-                    end += 1;
-                }
-                if end < b.len() && b[end] >= 0x80 {
-                    end = word_end(hay, end);
-                }
-                if c != b'_' {
-                    self.visit(hay, i, end, found, &mut left);
-                }
-                i = end;
+            if hay.is_ascii() {
+                self.visit_ascii_words(hay, found, &mut left);
+            } else {
+                self.visit_words(hay, found, &mut left);
             }
         }
         for &id in &self.direct {
@@ -233,6 +205,42 @@ impl WordIndex {
             if !found[n.value] && needle_found(n.kind, &n.text, hay) {
                 found[n.value] = true;
             }
+        }
+    }
+
+    /// [`Self::find`]'s pass for any text, a byte (or a character) at a
+    /// time.
+    fn visit_words(&self, hay: &str, found: &mut [bool], left: &mut Left) {
+        let b = hay.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            match CLASS[c as usize] {
+                OTHER => {
+                    i += 1;
+                    continue;
+                }
+                NON_ASCII => {
+                    // A word starting with a non-ASCII character names
+                    // no needle of the table; skip it (or the one
+                    // character).
+                    let end = word_end(hay, i);
+                    i = if end > i { end } else { i + char_len(c) };
+                    continue;
+                }
+                _ => {}
+            }
+            let mut end = i + 1;
+            while end < b.len() && CLASS[b[end] as usize] == WORD {
+                end += 1;
+            }
+            if end < b.len() && b[end] >= 0x80 {
+                end = word_end(hay, end);
+            }
+            if c != b'_' {
+                self.visit(hay, i, end, found, left);
+            }
+            i = end;
         }
     }
 
@@ -268,7 +276,7 @@ impl WordIndex {
                     let from = (k + 1) * 64;
                     from + b[from.min(b.len())..]
                         .iter()
-                        .take_while(|&&c| c.is_ascii_alphanumeric() || c == b'_')
+                        .take_while(|&&c| CLASS[usize::from(c)] == WORD)
                         .count()
                 };
                 self.visit(hay, start, end.min(b.len()), found, left);
@@ -487,7 +495,7 @@ fn word_bits(chunk: &[u8]) -> u64 {
 /// ASCII letters, digits and `_`, and every byte of a non-ASCII character
 /// (whether it is a letter is decided per character by [`word_end`]).
 fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+    CLASS[usize::from(b)] != OTHER
 }
 
 fn char_len(first: u8) -> usize {
