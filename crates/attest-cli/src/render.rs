@@ -137,6 +137,26 @@ impl HumanRenderer {
                 self.spinner = Spinner::start(tool_name);
                 line
             }
+            EventBody::ToolProgress {
+                tool_name,
+                progress,
+                total,
+                message,
+                ..
+            } => {
+                let figure = match total {
+                    Some(total) => format!("{progress}/{total}"),
+                    None => progress.to_string(),
+                };
+                let said = message
+                    .as_deref()
+                    .map(|m| format!(" {}", one_line(&terminal_safe(m), 120)))
+                    .unwrap_or_default();
+                let line = writeln!(err, "    {tool_name} {figure}{said}");
+                drop(err);
+                self.spinner = Spinner::start(tool_name);
+                line
+            }
             EventBody::ToolResult {
                 tool_name,
                 status,

@@ -235,7 +235,7 @@ async fn the_everything_server_progress_errors_and_structured_content() {
                 vec![
                     call(
                         "every__trigger-long-running-operation",
-                        json!({"duration": 1, "steps": 2}),
+                        json!({"duration": 1, "steps": 3}),
                     ),
                     call(
                         "every__get-structured-content",
@@ -278,6 +278,119 @@ async fn the_everything_server_progress_errors_and_structured_content() {
     );
     assert!(text(1).contains("Light rain"), "{results:?}");
     assert!(text(2).contains("Invalid resourceId"), "{results:?}");
+
+    // The long call's progress notifications: stored events between its
+    // start and its result, display only (the model gets just the result).
+    let long = "every__trigger-long-running-operation";
+    let seq_of = |kind: &str| {
+        run.of_type(kind)
+            .iter()
+            .find(|e| e["tool_name"] == long)
+            .map(|e| e["seq"].as_u64().unwrap())
+            .unwrap_or_else(|| panic!("no {kind} for {long}: {}", run.describe()))
+    };
+    let (started, finished) = (seq_of("tool_started"), seq_of("tool_result"));
+    let reports: Vec<&Value> = run
+        .of_type("tool_progress")
+        .into_iter()
+        .filter(|e| e["tool_name"] == long)
+        .collect();
+    let figures: Vec<f64> = reports
+        .iter()
+        .map(|e| e["progress"].as_f64().unwrap())
+        .collect();
+    assert!(
+        figures.first() == Some(&1.0)
+            && figures.last() == Some(&3.0)
+            && figures.windows(2).all(|w| w[0] < w[1]),
+        "progress 1, …, 3 of 3: {reports:?}"
+    );
+    for report in &reports {
+        assert_eq!(report["total"], 3.0, "{report}");
+        let seq = report["seq"].as_u64().unwrap();
+        assert!(
+            started < seq && seq < finished,
+            "{report} outside {started}..{finished}"
+        );
+    }
+    let stored = ws
+        .log_entries()
+        .into_iter()
+        .filter(|e| e["event"]["type"] == "tool_progress")
+        .count();
+    assert_eq!(
+        stored,
+        reports.len(),
+        "the progress events are in the store too"
+    );
+    assert_eq!(
+        results.len(),
+        3,
+        "one result per call, no progress among them"
+    );
+}
+
+#[tokio::test]
+async fn a_stdio_server_gets_its_entrys_env_and_not_the_harnesss_and_deny_means_never_run() {
+    let ws = TestWorkspace::new();
+    let entry = server_entry(EVERYTHING);
+    ws.append_config(&format!(
+        "[[mcp_servers]]\nname = \"every\"\ncommand = \"node\"\nargs = [{entry:?}, \"stdio\"]\nenv = {{ PROBE_FROM_CONFIG = \"probe-42\" }}\npermission = \"allow\"\ntools = [\"get-env\"]\n\n[[mcp_servers]]\nname = \"locked\"\ncommand = \"node\"\nargs = [{entry:?}, \"stdio\"]\npermission = \"deny\"\ntools = [\"echo\"]\n"
+    ));
+    let model = MockModel::start(
+        OPENAI,
+        vec![
+            Turn::calls(
+                "",
+                vec![
+                    call("every__get-env", json!({})),
+                    call("locked__echo", json!({"message": "let me out"})),
+                ],
+            ),
+            Turn::text("Done."),
+        ],
+    )
+    .await;
+    let run = run_attest_env(
+        &model,
+        &ws,
+        &["Show the environment"],
+        &[("HARNESS_ONLY_VALUE", "kept-from-tools")],
+    )
+    .await;
+    assert_eq!(
+        receipt(&run, "every__get-env")["status"],
+        "ok",
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        receipt(&run, "locked__echo")["status"],
+        "denied",
+        "{}",
+        run.describe()
+    );
+    let results = model.tool_results(1);
+    let env = &results[0].1;
+    assert!(
+        env.contains("\"PROBE_FROM_CONFIG\": \"probe-42\""),
+        "the entry's env: {env}"
+    );
+    assert!(
+        !env.contains("HARNESS_ONLY_VALUE") && !env.contains("kept-from-tools"),
+        "the harness's own environment reached the server: {env}"
+    );
+    assert!(
+        !results[1].1.contains("let me out"),
+        "the denied call ran: {results:?}"
+    );
+    assert!(
+        run.of_type("tool_started")
+            .iter()
+            .all(|e| e["tool_name"] != "locked__echo"),
+        "a denied call never starts: {}",
+        run.describe()
+    );
 }
 
 /// The everything server over streamable HTTP on a loopback port.
@@ -331,13 +444,52 @@ fn start_http_server() -> HttpServer {
     }
 }
 
+/// A loopback TCP relay in front of `target` that keeps every byte the
+/// client sent, to check the headers the server received.
+async fn recording_relay(target: &str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let target = target
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = std::sync::Arc::clone(&sent);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                continue;
+            };
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            let kept = std::sync::Arc::clone(&kept);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = client_read.read(&mut buf).await {
+                    if n == 0 || server_write.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    kept.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            });
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+            });
+        }
+    });
+    (format!("http://127.0.0.1:{port}/mcp"), sent)
+}
+
 #[tokio::test]
 async fn a_streamable_http_server_with_a_bearer_token_that_is_never_shown() {
     let server = start_http_server();
+    let (relay_url, sent) = recording_relay(&server.url).await;
     let ws = TestWorkspace::new();
     ws.append_config(&format!(
-        "[[mcp_servers]]\nname = \"web\"\nurl = {:?}\nbearer_token_env = \"WEB_MCP_TOKEN\"\npermission = \"allow\"\ntools = [\"echo\"]\n",
-        server.url
+        "[[mcp_servers]]\nname = \"web\"\nurl = {relay_url:?}\nbearer_token_env = \"WEB_MCP_TOKEN\"\npermission = \"allow\"\ntools = [\"echo\"]\n"
     ));
     let token = "tok-3c9f1e7a5b2d";
     let model = MockModel::start(
@@ -366,6 +518,17 @@ async fn a_streamable_http_server_with_a_bearer_token_that_is_never_shown() {
     assert!(!run.stdout.contains(token) && !run.stderr.contains(token));
     let log = serde_json::to_string(&ws.log_entries()).unwrap();
     assert!(!log.contains(token), "the token reached the log");
+    // …and sent to the server, on every request, as its bearer token.
+    let sent = String::from_utf8_lossy(&sent.lock().unwrap()).to_ascii_lowercase();
+    let requests = sent.matches(" /mcp http/1.1").count();
+    let authorized = sent
+        .matches(&format!("authorization: bearer {token}"))
+        .count();
+    assert!(requests >= 2, "initialize, tools/list, the call: {sent}");
+    assert_eq!(
+        authorized, requests,
+        "every request carries the token: {sent}"
+    );
 }
 
 #[tokio::test]

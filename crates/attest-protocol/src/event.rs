@@ -126,6 +126,20 @@ pub enum EventBody {
         effect: Option<EffectClass>,
         arguments: serde_json::Value,
     },
+    /// A running tool said how far it got (an MCP server's progress
+    /// notification). Display only: never evidence, never shown to the
+    /// model; `message` is the tool's own words, redacted. At most a few
+    /// per second of one call are stored.
+    ToolProgress {
+        step: u32,
+        call_id: String,
+        tool_name: String,
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     ToolResult {
         step: u32,
         call_id: String,
@@ -225,6 +239,7 @@ impl EventBody {
             EventBody::RunResumed { .. } => "run_resumed",
             EventBody::Progress { .. } => "progress",
             EventBody::ToolStarted { .. } => "tool_started",
+            EventBody::ToolProgress { .. } => "tool_progress",
             EventBody::ToolResult { .. } => "tool_result",
             EventBody::ApprovalRequested { .. } => "approval_requested",
             EventBody::ApprovalResolved { .. } => "approval_resolved",

@@ -278,9 +278,9 @@ impl Run<'_> {
             effect: Some(prepared.effect),
             arguments: log_arguments,
         })?;
-        let (output, mut receipt) = registry
-            .execute_cleared(clearance, &self.engine.tool_ctx)
-            .await;
+        let (output, mut receipt) = self
+            .execute_with_progress(step, call, &registry, clearance)
+            .await?;
         receipt.error = receipt.error.map(|e| self.redact(&e));
         let tool_text = self.redact(&output.output);
         let recorded = self

@@ -13,6 +13,7 @@ mod deltas;
 mod history_tool;
 mod model;
 mod run;
+mod tool_progress;
 mod tool_search;
 
 pub use compaction::{CompactionPolicy, ContextWindow, SUMMARY_HEADER};

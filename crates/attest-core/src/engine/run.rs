@@ -917,6 +917,10 @@ impl<'a> Run<'a> {
             EventBody::ProtocolError { detail: text, .. }
             | EventBody::ProviderRetry { error: text, .. }
             | EventBody::Done { basis: text, .. } => *text = self.redact(text),
+            EventBody::ToolProgress {
+                message: Some(text),
+                ..
+            } => *text = self.redact(text),
             _ => {}
         }
         self.seq += 1;

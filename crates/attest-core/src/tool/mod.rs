@@ -158,6 +158,38 @@ pub struct ToolContext {
     /// Environment variables removed from every child process a tool starts
     /// (the provider's API key variable, …): tools never see harness secrets.
     pub hidden_env: Vec<String>,
+    /// Where a long-running tool reports how far it got; `None` when
+    /// nobody listens.
+    pub progress: Option<ProgressSink>,
+}
+
+/// How far a running tool got, as it said (an MCP progress notification).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// The engine's end of a call's progress reports: display only, never
+/// evidence. Sending never blocks and never fails the tool.
+#[derive(Debug, Clone)]
+pub struct ProgressSink(tokio::sync::mpsc::UnboundedSender<ToolProgress>);
+
+impl ProgressSink {
+    /// A sink and the receiver its reports arrive on.
+    pub fn channel() -> (
+        ProgressSink,
+        tokio::sync::mpsc::UnboundedReceiver<ToolProgress>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (ProgressSink(tx), rx)
+    }
+
+    pub fn report(&self, progress: ToolProgress) {
+        // The call may already be over: a late report is dropped.
+        let _ = self.0.send(progress);
+    }
 }
 
 impl ToolContext {
@@ -166,6 +198,7 @@ impl ToolContext {
             workspace,
             env: ToolEnv::minimal(),
             hidden_env: Vec::new(),
+            progress: None,
         }
     }
 

@@ -8,16 +8,18 @@ use super::runtime::McpRuntime;
 use crate::process::{self, GroupKill};
 use crate::{Sandbox, ToolContext};
 use async_trait::async_trait;
+use attest_core::tool::{ProgressSink, ToolProgress};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    JsonObject, NumberOrString, ProgressNotificationParam, ProgressToken, RequestMetaObject,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, Implementation,
+    JsonObject, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
 };
-use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -27,6 +29,11 @@ pub type McpService = RunningService<RoleClient, McpClientHandler>;
 
 /// Bytes of a stdio server's stderr kept for failure messages.
 const STDERR_TAIL: usize = 2 * 1024;
+/// Progress tokens nobody watches yet whose notifications are kept (a
+/// notification can overtake the caller's registration), and how many of
+/// each.
+const EARLY_TOKENS: usize = 16;
+const EARLY_PER_TOKEN: usize = 16;
 
 /// A live connection and whatever keeps its transport alive (a child
 /// process, killed with its whole group when this drops).
@@ -56,17 +63,30 @@ pub struct McpClientHandler {
 struct HandlerState {
     /// `notifications/tools/list_changed` received so far.
     tools_changed: AtomicU64,
-    /// Progress notifications per progress token.
-    progress: Mutex<HashMap<i64, Progress>>,
-    next_token: AtomicI64,
+    /// Where the progress of each call in flight goes, by the progress
+    /// token rmcp gave its request.
+    progress: Mutex<HashMap<ProgressToken, Watch>>,
 }
 
-/// What progress a call reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Progress {
-    pub updates: u64,
-    pub progress: f64,
-    pub total: Option<f64>,
+#[derive(Debug)]
+enum Watch {
+    /// Notifications that came before the call registered its sink.
+    Early(Vec<ToolProgress>),
+    Sink(ProgressSink),
+}
+
+/// Unregisters a call's progress sink when the call is over.
+struct WatchGuard {
+    state: Arc<HandlerState>,
+    token: ProgressToken,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        if let Ok(mut all) = self.state.progress.lock() {
+            all.remove(&self.token);
+        }
+    }
 }
 
 impl McpClientHandler {
@@ -75,12 +95,19 @@ impl McpClientHandler {
         self.state.tools_changed.load(Ordering::SeqCst)
     }
 
-    fn new_token(&self) -> i64 {
-        self.state.next_token.fetch_add(1, Ordering::SeqCst) + 1
-    }
-
-    fn take_progress(&self, token: i64) -> Option<Progress> {
-        self.state.progress.lock().ok()?.remove(&token)
+    /// Send `token`'s progress to `sink` until the guard drops, starting
+    /// with whatever arrived for it already.
+    fn watch(&self, token: ProgressToken, sink: ProgressSink) -> WatchGuard {
+        if let Ok(mut all) = self.state.progress.lock() {
+            if let Some(Watch::Early(reports)) = all.remove(&token) {
+                reports.into_iter().for_each(|r| sink.report(r));
+            }
+            all.insert(token.clone(), Watch::Sink(sink));
+        }
+        WatchGuard {
+            state: Arc::clone(&self.state),
+            token,
+        }
     }
 }
 
@@ -94,14 +121,24 @@ impl ClientHandler for McpClientHandler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let ProgressToken(NumberOrString::Number(token)) = params.progress_token else {
-            return; // not one of ours
+        let report = ToolProgress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message,
         };
-        if let Ok(mut all) = self.state.progress.lock() {
-            let entry = all.entry(token).or_default();
-            entry.updates += 1;
-            entry.progress = params.progress;
-            entry.total = params.total;
+        let Ok(mut all) = self.state.progress.lock() else {
+            return;
+        };
+        let early = all.len();
+        match all.get_mut(&params.progress_token) {
+            Some(Watch::Sink(sink)) => sink.report(report),
+            Some(Watch::Early(reports)) if reports.len() < EARLY_PER_TOKEN => reports.push(report),
+            Some(Watch::Early(_)) => {}
+            // A token nobody asked for is kept only in small numbers.
+            None if early < EARLY_TOKENS => {
+                all.insert(params.progress_token, Watch::Early(vec![report]));
+            }
+            None => {}
         }
     }
 
@@ -211,11 +248,10 @@ pub enum CallFailure {
     Withdrawn(String),
 }
 
-/// What a successful call returned, with the progress it reported.
+/// What a successful call returned.
 #[derive(Debug, Clone)]
 pub struct CallReply {
     pub result: CallToolResult,
-    pub progress: Option<Progress>,
 }
 
 enum State {
@@ -311,16 +347,18 @@ impl McpServer {
         }
     }
 
-    /// Call `tool` with `arguments`, on the MCP runtime, from any runtime.
+    /// Call `tool` with `arguments`, on the MCP runtime, from any runtime;
+    /// the server's progress notifications for the call go to `progress`.
     pub async fn call(
         self: &Arc<Self>,
         tool: &str,
         arguments: JsonObject,
+        progress: Option<ProgressSink>,
     ) -> Result<CallReply, CallFailure> {
         let server = Arc::clone(self);
         let tool = tool.to_string();
         self.runtime
-            .run(async move { server.call_here(tool, arguments).await })
+            .run(async move { server.call_here(tool, arguments, progress).await })
             .await
             .unwrap_or_else(|| Err(CallFailure::Unavailable("the MCP runtime stopped".into())))
     }
@@ -350,6 +388,7 @@ impl McpServer {
         &self,
         tool: String,
         arguments: JsonObject,
+        progress: Option<ProgressSink>,
     ) -> Result<CallReply, CallFailure> {
         self.refresh_if_changed().await;
         let withdrawn = self
@@ -364,15 +403,26 @@ impl McpServer {
             )));
         }
         let peer = self.live_peer().await?;
-        let token = self.handler.new_token();
-        let mut params = CallToolRequestParams::new(tool).with_arguments(arguments);
-        params.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
-            NumberOrString::Number(token),
-        )));
-        let outcome = tokio::time::timeout(self.timeout, peer.call_tool(params)).await;
-        let progress = self.handler.take_progress(token);
+        let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+        // rmcp gives every request its own progress token; the handle
+        // says which, so the notifications can be tied to this call.
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let sent = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await;
+        let outcome = match sent {
+            Ok(handle) => {
+                let _watch =
+                    progress.map(|sink| self.handler.watch(handle.progress_token.clone(), sink));
+                let mut abandoned = CancelOnDrop::new(peer.clone(), handle.id.clone());
+                let outcome = tokio::time::timeout(self.timeout, handle.await_response()).await;
+                abandoned.disarm();
+                outcome.map(|answer| answer.and_then(call_result))
+            }
+            Err(e) => Ok(Err(e)),
+        };
         match outcome {
-            Ok(Ok(result)) => Ok(CallReply { result, progress }),
+            Ok(Ok(result)) => Ok(CallReply { result }),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Rpc(e.message.to_string())),
             Ok(Err(e)) => {
                 let note = self.recover().await;
@@ -437,6 +487,52 @@ impl McpServer {
                 format!("restarting it failed: {e}")
             }
         }
+    }
+}
+
+/// A `tools/call` answer as its result.
+fn call_result(answer: ServerResult) -> Result<CallToolResult, ServiceError> {
+    match answer {
+        ServerResult::CallToolResult(result) => Ok(result),
+        // `{}` parses as the empty result: a call that returned nothing.
+        ServerResult::EmptyResult(_) => Ok(CallToolResult::success(Vec::new())),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Tells the server a call is abandoned (the run was cancelled, or timed
+/// out) when the call's future is dropped before its answer.
+struct CancelOnDrop {
+    peer: Option<rmcp::Peer<RoleClient>>,
+    id: RequestId,
+}
+
+impl CancelOnDrop {
+    fn new(peer: rmcp::Peer<RoleClient>, id: RequestId) -> Self {
+        CancelOnDrop {
+            peer: Some(peer),
+            id,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.peer = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let (Some(peer), Ok(runtime)) = (self.peer.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let notification = CancelledNotification::new(CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("the call was abandoned".to_string()),
+        ));
+        runtime.spawn(async move {
+            let _ = peer.send_notification(notification.into()).await;
+        });
     }
 }
 

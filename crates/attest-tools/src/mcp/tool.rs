@@ -76,12 +76,13 @@ impl Tool for McpTool {
         DataSource::Command
     }
 
-    async fn execute(&self, args: serde_json::Value, _ctx: &ToolContext) -> ToolOutput {
+    async fn execute(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
         let serde_json::Value::Object(arguments) = args else {
             return ToolOutput::error("arguments must be a JSON object")
                 .with_error_type(ErrorType::InvalidArguments);
         };
-        match self.server.call(&self.remote, arguments).await {
+        let progress = ctx.progress.clone();
+        match self.server.call(&self.remote, arguments, progress).await {
             Ok(reply) => self.output(reply),
             Err(failure) => {
                 let reason = describe(&failure);
@@ -127,9 +128,6 @@ impl McpTool {
                 text.push_str(&json);
             }
         }
-        // Progress is not shown: rmcp may replace the progress token a
-        // request carries, so an update cannot be tied to its call here.
-        let _ = reply.progress;
         let (shown, cut) = truncate_str(text.trim(), OUTPUT_LIMIT);
         let shown = if cut {
             format!("{shown}\n[truncated: result was {} bytes]", text.len())
