@@ -1,9 +1,13 @@
 //! The run log: where transcript items, events and trace records go, in order.
 //!
 //! Write-ahead discipline: the engine appends a tool call before executing it
-//! and its result before the next request, and each append returns only once
-//! the entry is written, so what a later step acts on is already on disk.
-//! The durable store implements this trait in its own crate.
+//! and its result before the next request, and calls [`RunLog::flush`]
+//! before every wait (a model request, a tool's execution, an approval), so
+//! what a later step acts on is already on disk. A log may hold appended
+//! entries until then: the durable store writes a step's entries in one
+//! transaction instead of one each (SPEC P1). Observers see an event only
+//! once it is flushed. The durable store implements this trait in its own
+//! crate.
 
 pub use attest_protocol::LogEntry;
 #[cfg(test)]
@@ -27,13 +31,21 @@ pub enum LogError {
 
 /// Append-only sink for a run's entries.
 pub trait RunLog: Send {
+    /// Append one entry; it may be held until the next [`Self::flush`].
     fn append(&mut self, entry: &LogEntry) -> Result<(), LogError>;
 
     /// Append entries that stand or fall together (a run's terminal item
-    /// and its `done` event): a durable log writes them in one
-    /// transaction. The default appends them in order.
+    /// and its `done` event) and flush: a durable log writes whatever it
+    /// holds and these in one transaction. The default appends them in
+    /// order, then flushes.
     fn append_all(&mut self, entries: &[LogEntry]) -> Result<(), LogError> {
-        entries.iter().try_for_each(|e| self.append(e))
+        entries.iter().try_for_each(|e| self.append(e))?;
+        self.flush()
+    }
+
+    /// Make every appended entry durable. The default: appends already are.
+    fn flush(&mut self) -> Result<(), LogError> {
+        Ok(())
     }
 }
 

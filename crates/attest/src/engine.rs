@@ -261,11 +261,7 @@ impl Engine {
                 .collect();
             store.append_all(&cfg.run_id, &entries)?;
         }
-        let mut log = StoreLog {
-            store: inner.store.clone(),
-            run_id: cfg.run_id.clone(),
-            tap: inner.log_tap.clone(),
-        };
+        let mut log = StoreLog::new(inner.store.clone(), &cfg.run_id, inner.log_tap.clone());
         let outcome = inner
             .core
             .run(&prompt, &cfg, &mut log, observer, cancel)
@@ -375,11 +371,7 @@ impl Engine {
             store.claim_run(&record.id, record.pid)?;
             state
         };
-        let mut log = StoreLog {
-            store: inner.store.clone(),
-            run_id: record.id.clone(),
-            tap: inner.log_tap.clone(),
-        };
+        let mut log = StoreLog::new(inner.store.clone(), &record.id, inner.log_tap.clone());
         let outcome = inner
             .core
             .resume(state, &cfg, &mut log, observer, cancel)
@@ -446,11 +438,11 @@ impl Engine {
             }
             resume_state(store.as_ref(), &run.id)?
         };
-        let mut log = StoreLog {
-            store: self.inner.store.clone(),
-            run_id: run.id.clone(),
-            tap: self.inner.log_tap.clone(),
-        };
+        let mut log = StoreLog::new(
+            self.inner.store.clone(),
+            &run.id,
+            self.inner.log_tap.clone(),
+        );
         let mut quiet = |_: &Event| {};
         self.inner
             .core

@@ -49,38 +49,111 @@ impl SharedStore {
     }
 }
 
-/// Appends one run's entries to the shared store, each committed before it
-/// returns.
+/// Appends one run's entries to the shared store. Entries are held until
+/// the engine flushes (before every model request, tool execution and
+/// approval) and then written in one transaction: one per step boundary,
+/// not one per entry (SPEC P1). Dropping the log writes what it holds.
 pub struct StoreLog {
-    pub store: SharedStore,
-    pub run_id: String,
+    store: SharedStore,
+    run_id: String,
     /// Shown each entry once it is stored; it never fails the append.
-    pub tap: Option<crate::telemetry::LogTap>,
+    tap: Option<crate::telemetry::LogTap>,
+    pending: Vec<LogEntry>,
+}
+
+impl StoreLog {
+    pub fn new(store: SharedStore, run_id: &str, tap: Option<crate::telemetry::LogTap>) -> Self {
+        StoreLog {
+            store,
+            run_id: run_id.to_string(),
+            tap,
+            pending: Vec::new(),
+        }
+    }
 }
 
 impl RunLog for StoreLog {
     fn append(&mut self, entry: &LogEntry) -> Result<(), LogError> {
-        self.store
-            .lock()
-            .append(&self.run_id, entry)
-            .map_err(|e| LogError::Store(e.to_string()))?;
-        if let Some(tap) = &self.tap {
-            tap(&self.run_id, entry);
-        }
+        self.pending.push(entry.clone());
         Ok(())
     }
 
     fn append_all(&mut self, entries: &[LogEntry]) -> Result<(), LogError> {
+        self.pending.extend_from_slice(entries);
+        self.flush()
+    }
+
+    fn flush(&mut self) -> Result<(), LogError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // On failure the entries stay held: nothing is half-written (one
+        // transaction), and the run ends with the error.
         self.store
             .lock()
-            .append_all(&self.run_id, entries)
+            .append_all(&self.run_id, &self.pending)
             .map_err(|e| LogError::Store(e.to_string()))?;
+        let written = std::mem::take(&mut self.pending);
         if let Some(tap) = &self.tap {
-            for entry in entries {
+            for entry in &written {
                 tap(&self.run_id, entry);
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for StoreLog {
+    fn drop(&mut self) {
+        // A run dropped between two waits (its task aborted) keeps what it
+        // logged; an error here has nobody left to report to.
+        let _ = self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use attest_protocol::TranscriptItem;
+
+    fn item(text: &str) -> LogEntry {
+        LogEntry::Item {
+            item: TranscriptItem::UserInput {
+                text: text.to_string(),
+            },
+        }
+    }
+
+    fn stored(store: &SharedStore) -> usize {
+        store.lock().entries("r1").map(|e| e.len()).unwrap_or(0)
+    }
+
+    #[test]
+    fn entries_are_held_until_a_flush_and_written_on_drop() {
+        let store = SharedStore::new(SqliteStore::open_in_memory().unwrap());
+        let run = attest_store::NewRun {
+            id: "r1".into(),
+            session_id: "s1".into(),
+            trace_id: "t1".into(),
+            prompt: "p".into(),
+            settings: serde_json::json!({}),
+            loop_version: "l".into(),
+            prompt_version: "p".into(),
+        };
+        store.lock().ensure_session("s1").unwrap();
+        store.lock().begin_run(&run).unwrap();
+        let mut log = StoreLog::new(store.clone(), "r1", None);
+        log.append(&item("one")).unwrap();
+        log.append(&item("two")).unwrap();
+        assert_eq!(stored(&store), 0, "held until the flush");
+        log.flush().unwrap();
+        assert_eq!(stored(&store), 2);
+        log.append(&item("three")).unwrap();
+        log.append_all(&[item("four")]).unwrap();
+        assert_eq!(stored(&store), 4, "append_all writes what was held too");
+        log.append(&item("five")).unwrap();
+        drop(log);
+        assert_eq!(stored(&store), 5, "dropping the log writes what it held");
     }
 }
 

@@ -238,6 +238,8 @@ impl Run<'_> {
                     arguments: request.arguments.clone(),
                     reason: request.reason.clone(),
                 })?;
+                // Whoever decides (a person, over the API) sees the request.
+                self.flush()?;
                 let decision = self.engine.approver.decide(&request).await;
                 self.emit(EventBody::ApprovalResolved {
                     call_id: call.id.clone(),

@@ -184,6 +184,8 @@ impl Run<'_> {
                 context_sources: context_sources.clone(),
                 pairing_notes: normalized.notes.clone(),
             })?;
+            // Write-ahead: every result is durable before the model sees it.
+            self.flush()?;
             let call = async {
                 match &sink {
                     Some(sink) => provider.complete_streaming(&request, sink).await,
@@ -235,6 +237,7 @@ impl Run<'_> {
                 delay_ms: delay.as_millis() as u64,
                 error: message,
             })?;
+            self.flush()?;
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
                 why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),

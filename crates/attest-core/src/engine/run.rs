@@ -44,6 +44,9 @@ pub(super) struct Run<'a> {
     pub(super) cfg: &'a RunConfig,
     pub(super) log: &'a mut dyn RunLog,
     observer: &'a mut (dyn FnMut(&Event) + Send),
+    /// Logged events the observer gets at the next flush, once they are
+    /// durable.
+    unflushed: Vec<Event>,
     pub(super) trace_id: String,
     seq: u64,
     /// This run's transcript items (earlier turns are in `cfg.prior_history`).
@@ -215,6 +218,7 @@ impl<'a> Run<'a> {
             cfg,
             log,
             observer,
+            unflushed: Vec::new(),
             trace_id: cfg.trace_id.clone(),
             seq: last_seq,
             items,
@@ -883,7 +887,7 @@ impl<'a> Run<'a> {
         }));
         self.log.append_all(&entries)?;
         self.items.extend(terminal);
-        for event in &events {
+        for event in std::mem::take(&mut self.unflushed).iter().chain(&events) {
             (self.observer)(event);
         }
         Ok(RunOutcome {
@@ -905,7 +909,18 @@ impl<'a> Run<'a> {
         self.log.append(&LogEntry::Event {
             event: event.clone(),
         })?;
-        (self.observer)(&event);
+        self.unflushed.push(event);
+        Ok(())
+    }
+
+    /// Make what the run logged durable (one store transaction), then show
+    /// its events to the observer. Called before every wait: a model
+    /// request, a tool's execution, an approval, a retry's back-off.
+    pub(super) fn flush(&mut self) -> Result<(), EngineError> {
+        self.log.flush()?;
+        for event in std::mem::take(&mut self.unflushed) {
+            (self.observer)(&event);
+        }
         Ok(())
     }
 
@@ -936,6 +951,9 @@ impl<'a> Run<'a> {
     /// it carries the `seq` of the last logged event, so the log's
     /// sequence stays without gaps.
     pub(super) fn emit_live(&mut self, body: EventBody) {
+        // Live events come while the model is called, after the flush
+        // before it: nothing logged can be overtaken.
+        debug_assert!(self.unflushed.is_empty(), "a live event before a flush");
         let event = Event {
             run_id: self.cfg.run_id.clone(),
             seq: self.seq,

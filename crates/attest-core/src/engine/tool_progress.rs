@@ -1,4 +1,5 @@
-//! A cleared call's execution with its progress reports stored as
+//! A cleared call's execution (after a flush: the call is durable before
+//! the tool runs) with its progress reports stored as
 //! `tool_progress` events while it runs (an MCP server's progress
 //! notifications). Reports are display only: they never reach the model and
 //! never count as evidence; a chatty tool is throttled so that it cannot
@@ -29,6 +30,8 @@ impl Run<'_> {
         registry: &ToolRegistry,
         clearance: Clearance,
     ) -> Result<(ToolOutput, Receipt), EngineError> {
+        // Write-ahead: the call is durable before the tool runs.
+        self.flush()?;
         let (sink, mut reports) = ProgressSink::channel();
         let ctx = ToolContext {
             progress: Some(sink),
@@ -74,7 +77,9 @@ impl Run<'_> {
             progress: report.progress,
             total: report.total,
             message,
-        })
+        })?;
+        // Shown while the tool still runs.
+        self.flush()
     }
 }
 

@@ -1,0 +1,210 @@
+//! The write-ahead rule with a log that holds entries until the engine
+//! flushes (as the durable store does, one transaction per step boundary):
+//! a call is durable before its tool runs, a result before the model sees
+//! it, an event before an observer does — and the entries of a step are
+//! written together, not one by one.
+
+use attest_core::tool::{ToolContext, ToolRegistry, Workspace};
+use attest_core::{Engine, LogEntry, LogError, RunConfig, RunLog, StaticApprover};
+use attest_protocol::{
+    CompletionContract, ContractKind, Event, TerminalState, ToolSpec, TranscriptItem,
+};
+use attest_providers::scripted::ScriptedProvider;
+use attest_providers::{ModelProvider, ModelRequest, ModelResponse, ProviderError};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+type Durable = Arc<Mutex<Vec<LogEntry>>>;
+
+/// Holds appended entries until `flush`, like the store.
+struct HoldingLog {
+    held: Vec<LogEntry>,
+    durable: Durable,
+    flushes: usize,
+}
+
+impl RunLog for HoldingLog {
+    fn append(&mut self, entry: &LogEntry) -> Result<(), LogError> {
+        self.held.push(entry.clone());
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), LogError> {
+        if !self.held.is_empty() {
+            self.flushes += 1;
+            self.durable.lock().unwrap().append(&mut self.held);
+        }
+        Ok(())
+    }
+}
+
+fn durable_calls(durable: &Durable, name: &str) -> usize {
+    durable
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e, LogEntry::Item { item: TranscriptItem::ToolCall { name: n, .. } } if n == name))
+        .count()
+}
+
+/// Counts, when it runs, how many of its own calls are durable.
+struct Probe {
+    spec: ToolSpec,
+    durable: Durable,
+    runs: Mutex<Vec<(usize, usize)>>,
+}
+
+#[async_trait::async_trait]
+impl attest_core::tool::Tool for Probe {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn default_permission(&self) -> attest_protocol::Permission {
+        attest_protocol::Permission::Allow
+    }
+    async fn execute(
+        &self,
+        _args: serde_json::Value,
+        _ctx: &ToolContext,
+    ) -> attest_core::tool::ToolOutput {
+        let mut runs = self.runs.lock().unwrap();
+        let run = runs.len() + 1;
+        runs.push((run, durable_calls(&self.durable, "probe")));
+        attest_core::tool::ToolOutput::ok(
+            format!("probe run {run}"),
+            attest_protocol::Evidence::default(),
+        )
+    }
+}
+
+/// The scripted model, checking at each request that every tool result it
+/// is sent is already durable.
+struct Checking {
+    inner: ScriptedProvider,
+    durable: Durable,
+    missing: Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for Checking {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn api_family(&self) -> &str {
+        self.inner.api_family()
+    }
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let durable = self.durable.lock().unwrap().clone();
+        for item in &request.history {
+            if let TranscriptItem::ToolResult { call_id, .. } = item {
+                let stored = durable.iter().any(|e| {
+                    matches!(e, LogEntry::Item { item: TranscriptItem::ToolResult { call_id: c, .. } } if c == call_id)
+                });
+                if !stored {
+                    self.missing.lock().unwrap().push(call_id.clone());
+                }
+            }
+        }
+        self.inner.complete(request).await
+    }
+}
+
+#[tokio::test]
+async fn calls_results_and_events_are_durable_before_anyone_acts_on_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let durable: Durable = Arc::default();
+    let probe = Arc::new(Probe {
+        spec: ToolSpec {
+            name: "probe".into(),
+            description: "Probe the log.".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {}}),
+            effect: attest_protocol::EffectClass::Observe,
+        },
+        durable: Arc::clone(&durable),
+        runs: Mutex::default(),
+    });
+    let script = r#"[{"tool_calls":[{"id":"a","name":"probe","arguments":{"n":1}}]},
+        {"tool_calls":[{"id":"b","name":"probe","arguments":{"n":2}},{"id":"c","name":"probe","arguments":{"n":3}}]},
+        {"text":"probe ran three times."}]"#;
+    let provider = Arc::new(Checking {
+        inner: ScriptedProvider::from_text(script).unwrap(),
+        durable: Arc::clone(&durable),
+        missing: Mutex::default(),
+    });
+    let registry = Arc::new(
+        ToolRegistry::new(vec![probe.clone() as Arc<dyn attest_core::tool::Tool>]).unwrap(),
+    );
+    let engine = Engine::new(
+        provider.clone() as Arc<dyn ModelProvider>,
+        registry,
+        ToolContext::new(Workspace::new(dir.path()).unwrap()),
+        Arc::new(StaticApprover {
+            approve: false,
+            decided_by: "test".into(),
+        }),
+    );
+    let mut log = HoldingLog {
+        held: Vec::new(),
+        durable: Arc::clone(&durable),
+        flushes: 0,
+    };
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.stream = false;
+    let mut early = Vec::new();
+    let mut seen = 0usize;
+    let observed = Arc::clone(&durable);
+    let mut observer = |e: &Event| {
+        seen += 1;
+        let stored = observed.lock().unwrap().iter().any(|entry| {
+            matches!(entry, LogEntry::Event { event } if event.seq == e.seq && event.body == e.body)
+        });
+        if !stored {
+            early.push(e.body.type_name());
+        }
+    };
+    let outcome = engine
+        .run(
+            "Probe three times.",
+            &cfg,
+            &mut log,
+            &mut observer,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, TerminalState::Completed, "{}", outcome.basis);
+    // A response's calls are all logged before the first runs: the second
+    // and third run find both of the second response's calls durable.
+    assert_eq!(
+        *probe.runs.lock().unwrap(),
+        [(1, 1), (2, 3), (3, 3)],
+        "each run of the tool found its own call durable"
+    );
+    assert!(
+        provider.missing.lock().unwrap().is_empty(),
+        "results sent before they were durable: {:?}",
+        provider.missing.lock().unwrap()
+    );
+    assert!(
+        early.is_empty(),
+        "the observer saw events before they were durable: {early:?}"
+    );
+    assert!(seen > 0);
+    assert!(log.held.is_empty(), "the run ended with entries unwritten");
+    // Three requests, three tool runs, the end: seven writes, however many
+    // entries they held.
+    let entries = durable.lock().unwrap().len();
+    assert_eq!(
+        log.flushes, 7,
+        "{entries} entries in {} writes",
+        log.flushes
+    );
+    assert!(
+        entries > 3 * log.flushes,
+        "{entries} entries in {} writes",
+        log.flushes
+    );
+}
