@@ -119,6 +119,35 @@ async fn an_action_in_relaxed_json_runs_and_completes() {
 }
 
 #[tokio::test]
+async fn an_action_with_html_escaped_quotes_runs_and_completes() {
+    // What Qwen2.5-Coder wrote behind llama-cpp-python's
+    // `chatml-function-calling`, whose template HTML-escapes the chat.
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(
+        VARIANTS[0],
+        vec![
+            Turn::text(
+                "Thought: read it.\nAction: read_file[{&#34;path&#34;:&#34;config.toml&#34;}]",
+            ),
+            Turn::text("Final Answer: config.toml sets port 8080."),
+        ],
+    )
+    .await;
+    let r = run_attest(
+        &model,
+        &ws,
+        &["--protocol", "text", "--expect", "observe", "Which port?"],
+    )
+    .await;
+    assert_eq!(r.state(), "completed", "{}", r.describe());
+    assert!(r.of_type("protocol_error").is_empty(), "{}", r.describe());
+    assert_eq!(r.done()["receipts"][0]["tool_name"], "read_file");
+    assert_eq!(r.done()["receipts"][0]["status"], "ok");
+    let next = model.request_text(1);
+    assert!(next.contains("port = 8080"), "{next}");
+}
+
+#[tokio::test]
 async fn an_ambiguous_action_stays_a_protocol_error_naming_the_form() {
     for v in [VARIANTS[0], VARIANTS[2]] {
         let ws = TestWorkspace::new();

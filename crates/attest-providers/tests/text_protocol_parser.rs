@@ -378,3 +378,27 @@ fn the_issue_action_with_an_unquoted_key() {
         action("", "read_file", r#"{"path":"config.toml"}"#)
     );
 }
+
+#[test]
+fn an_action_whose_quotes_a_template_html_escaped() {
+    // llama-cpp-python's `chatml-function-calling` template HTML-escapes
+    // the conversation; the model then writes its Action the same way.
+    assert_eq!(
+        ok("Thought: t\nAction: scan_term[{&#34;term&#34;:&#34;MCP &amp; A2A&#34;}]"),
+        action("t", "scan_term", r#"{"term":"MCP & A2A"}"#)
+    );
+    assert_eq!(
+        ok("Action: scan_term\nAction Input: {&quot;term&quot;: &quot;a&quot;}"),
+        action("", "scan_term", r#"{"term": "a"}"#)
+    );
+    // Entities inside arguments that parse as written stay as written.
+    assert_eq!(
+        ok("Action: scan_term[{\"term\": \"&#34;\"}]"),
+        action("", "scan_term", r#"{"term": "&#34;"}"#)
+    );
+    // Decoding does not make an ambiguous Action one call.
+    assert_eq!(
+        kind("Action: scan_term[{&#34;term&#34;: &#34;a&#34;}] list_documents[{}]"),
+        ProtocolErrorKind::MultipleActions
+    );
+}

@@ -24,7 +24,57 @@ use attest_protocol::{ProtocolErrorKind, ToolSpec};
 
 /// The tool name and arguments (JSON object text) of an Action. Strict JSON
 /// arguments are returned as written, relaxed ones as compact JSON.
+///
+/// An Action that does not parse as written but does once HTML entities
+/// are decoded (`read_file[{&#34;path&#34;: …}]`) is that call: some
+/// servers' chat templates HTML-escape the conversation (llama-cpp-python's
+/// `chatml-function-calling`), and the model copies the escaped quotes.
 pub(super) fn action_call(
+    action: &str,
+    input: Option<&str>,
+    tools: &[ToolSpec],
+) -> Result<(String, String), ProtocolViolation> {
+    let as_written = parse_action(action, input, tools);
+    if as_written.is_ok() {
+        return as_written;
+    }
+    let decoded = html_decoded(action);
+    let decoded_input = input.and_then(html_decoded);
+    if decoded.is_none() && decoded_input.is_none() {
+        return as_written;
+    }
+    let action = decoded.as_deref().unwrap_or(action);
+    let input = decoded_input.as_deref().or(input);
+    parse_action(action, input, tools).or(as_written)
+}
+
+/// `text` with the HTML entities a template escapes JSON with decoded, if
+/// it has any.
+fn html_decoded(text: &str) -> Option<String> {
+    const ENTITIES: [(&str, &str); 8] = [
+        ("&#34;", "\""),
+        ("&quot;", "\""),
+        ("&#39;", "'"),
+        ("&#x27;", "'"),
+        ("&apos;", "'"),
+        ("&lt;", "<"),
+        ("&gt;", ">"),
+        // Last: `&amp;quot;` is the text `&quot;`, not a quote.
+        ("&amp;", "&"),
+    ];
+    if !ENTITIES.iter().any(|(entity, _)| text.contains(entity)) {
+        return None;
+    }
+    Some(
+        ENTITIES
+            .iter()
+            .fold(text.to_string(), |t, (entity, plain)| {
+                t.replace(entity, plain)
+            }),
+    )
+}
+
+fn parse_action(
     action: &str,
     input: Option<&str>,
     tools: &[ToolSpec],
