@@ -40,6 +40,8 @@ pub struct EngineRunner {
     /// Where recorded runs are looked up for replay.
     runs_in: PathBuf,
     max_tokens: Option<u32>,
+    /// Sampling temperature; with it, attempt i is sent seed i.
+    temperature: Option<f32>,
     attest_exe: PathBuf,
 }
 
@@ -77,11 +79,16 @@ pub fn runner(args: &RunEvalArgs, suite: &Suite) -> Result<Arc<dyn AttemptRunner
             (Some(built.provider), built.label)
         }
     };
+    let label = match m.temperature {
+        Some(t) => format!("{label}, temperature {t}, seed = attempt number"),
+        None => label,
+    };
     Ok(Arc::new(EngineRunner {
         shared,
         label,
         runs_in,
         max_tokens: m.max_tokens,
+        temperature: m.temperature,
         attest_exe,
     }))
 }
@@ -195,6 +202,11 @@ impl EngineRunner {
             ..ConfigFile::default()
         };
         config.provider.max_tokens = self.max_tokens;
+        if let Some(t) = self.temperature {
+            // The same seed for attempt i of every group: paired samples.
+            config.provider.temperature = Some(t);
+            config.provider.seed = Some(u64::from(req.attempt));
+        }
         // Exactly the case's tools (built-in and command), whatever the defaults.
         config.profiles.insert(
             "eval".to_string(),

@@ -262,3 +262,67 @@ async fn a_recorded_run_replays_through_todays_engine() {
         assert_eq!(a["tool_calls"][0]["arguments"]["path"], "config.toml");
     }
 }
+
+/// `--temperature`: every request of every attempt samples at it, and
+/// attempt i of every group is sent seed i (paired samples: the groups
+/// differ only in the harness); the result file names the sampling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn temperature_is_sent_and_attempt_i_of_every_group_gets_seed_i() {
+    let ws = TestWorkspace::new();
+    let model = MockModel::start(VARIANTS[0], (0..8).map(|_| Turn::text("Hello.")).collect()).await;
+    let suite = ws.path().join("sampling.yaml");
+    std::fs::write(
+        &suite,
+        "suite: sampling\nrepeat: 2\ngroups: [baseline, full]\ncases:\n  - id: hello\n    prompt: Say hello.\n    contract: answer\n    expect: {answer_contains: [\"Hello\"]}\n",
+    )
+    .unwrap();
+    let base_url = model.base_url();
+    let dir = ws.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        eval(
+            &[
+                suite.to_str().unwrap(),
+                "--provider",
+                "openai",
+                "--base-url",
+                &base_url,
+                "--model",
+                "m",
+                "--temperature",
+                "0.7",
+                "--json",
+                "r.json",
+            ],
+            &dir,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4, "2 groups × 2 attempts, one request each");
+    let seeds: Vec<u64> = requests
+        .iter()
+        .map(|r| {
+            assert_eq!(r["temperature"], 0.7, "{r}");
+            r["seed"].as_u64().unwrap_or_else(|| panic!("no seed: {r}"))
+        })
+        .collect();
+    // -j 1 runs the groups in order, each attempt 0 then 1.
+    assert_eq!(seeds, [0, 1, 0, 1]);
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.path().join("r.json")).unwrap()).unwrap();
+    assert!(
+        result["model"]
+            .as_str()
+            .unwrap()
+            .contains("temperature 0.7, seed = attempt number"),
+        "{}",
+        result["model"]
+    );
+}

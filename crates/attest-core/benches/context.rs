@@ -107,6 +107,7 @@ fn bench(c: &mut Criterion) {
                     stream: true,
                     max_tokens: 4096,
                     temperature: None,
+                    seed: None,
                     stop: Vec::new(),
                     cache_key: None,
                 };

@@ -22,6 +22,7 @@ fn request(history: &[TranscriptItem]) -> ModelRequest {
         stream: false,
         max_tokens: 256,
         temperature: None,
+        seed: None,
         stop: vec![],
         cache_key: None,
     }

@@ -340,7 +340,7 @@ fn run_job(model: &mut LocalModel, cfg: &LocalConfig, job: &Job) -> Result<(Gene
         max_new_tokens: (req.max_tokens as usize).clamp(1, cfg.max_new_tokens.max(1)),
         temperature: req.temperature,
         stop,
-        seed: cfg.seed,
+        seed: req.seed.unwrap_or(cfg.seed),
     };
     // `generate` passes whole characters only (a character split over
     // tokens waits for its last byte), and the pieces add up to the

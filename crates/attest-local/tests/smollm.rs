@@ -605,6 +605,7 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
         stream: true,
         max_tokens: 4096,
         temperature: None,
+        seed: None,
         stop: vec![],
         cache_key: None,
     };
@@ -649,6 +650,7 @@ async fn the_provider_streams_each_decoded_piece_to_the_sink() {
         stream: true,
         max_tokens: 4096,
         temperature: None,
+        seed: None,
         stop: vec![],
         cache_key: None,
     };
@@ -690,6 +692,7 @@ fn responses_are_parsed_into_calls_answers_or_violations() {
         stream: false,
         max_tokens: 100,
         temperature: None,
+        seed: None,
         stop: vec![],
         cache_key: None,
     };
@@ -746,5 +749,39 @@ fn responses_are_parsed_into_calls_answers_or_violations() {
     assert!(
         r.protocol_violation.is_some(),
         "a call cut by the token limit never runs"
+    );
+}
+
+/// A request's seed decides the sampling: the same seed from the same
+/// start (a fresh model: reusing a cached prefix takes another arithmetic
+/// path, whose last bits differ), the same text; other seeds, other text
+/// (`attest eval --temperature` gives attempt i of every group seed i).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_seed_decides_what_is_sampled() {
+    let request = |seed: u64| ModelRequest {
+        system: "You are a storyteller.".into(),
+        tools: vec![],
+        history: vec![TranscriptItem::UserInput {
+            text: "Tell me a story about a fox.".into(),
+        }],
+        stream: false,
+        max_tokens: 24,
+        temperature: Some(1.2),
+        seed: Some(seed),
+        stop: vec![],
+        cache_key: None,
+    };
+    let mut texts = Vec::new();
+    for seed in [1, 1, 2, 3] {
+        let mut cfg = LocalConfig::new(model_path());
+        cfg.max_new_tokens = 24;
+        cfg.threads = Some(2);
+        let provider = LocalProvider::load(cfg).unwrap();
+        texts.push(provider.complete(&request(seed)).await.unwrap().text);
+    }
+    assert_eq!(texts[0], texts[1], "one seed, one sample");
+    assert!(
+        texts[2] != texts[0] || texts[3] != texts[0],
+        "other seeds sample other text: {texts:?}"
     );
 }

@@ -71,6 +71,7 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
         stream: true,
         max_tokens: 4096,
         temperature: Some(0.2),
+        seed: None,
         stop: vec![],
         cache_key: None,
     }

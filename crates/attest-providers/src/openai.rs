@@ -63,6 +63,9 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
     if let Some(t) = req.temperature.and_then(wire::temperature) {
         body.insert("temperature".into(), t);
     }
+    if let Some(seed) = req.seed {
+        body.insert("seed".into(), json!(seed));
+    }
     if !req.stop.is_empty() {
         body.insert("stop".into(), json!(req.stop));
     }

@@ -242,6 +242,7 @@ mod tests {
             stream: false,
             max_tokens: 100,
             temperature: None,
+            seed: None,
             stop: Vec::new(),
             cache_key: None,
         }

@@ -246,6 +246,7 @@ mod tests {
             stream: false,
             max_tokens: 100,
             temperature: None,
+            seed: None,
             stop: vec![],
             cache_key: None,
         }

@@ -34,6 +34,7 @@ fn request(stream: bool) -> ModelRequest {
         stream,
         max_tokens: 100,
         temperature: None,
+        seed: None,
         stop: vec![],
         cache_key: None,
     }

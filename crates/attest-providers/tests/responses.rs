@@ -85,6 +85,7 @@ fn request(stream: bool) -> ModelRequest {
         stream,
         max_tokens: 1024,
         temperature: Some(0.2),
+        seed: None,
         stop: vec!["Observation:".into()],
         cache_key: None,
     }

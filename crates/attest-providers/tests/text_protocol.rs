@@ -67,6 +67,7 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
         stream: false,
         max_tokens: 256,
         temperature: Some(0.0),
+        seed: None,
         stop: vec![],
         cache_key: None,
     }

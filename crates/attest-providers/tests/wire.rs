@@ -80,6 +80,7 @@ fn request(stream: bool) -> ModelRequest {
         stream,
         max_tokens: 1024,
         temperature: Some(0.2),
+        seed: None,
         stop: vec![],
         cache_key: None,
     }
@@ -139,12 +140,20 @@ fn openai_body_without_tools_omits_tool_choice() {
         tools: vec![],
         stop: vec!["END".into()],
         temperature: None,
+        seed: None,
         ..request(false)
     };
     let body = openai::build_body(&req, "m");
     assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
     assert!(body.get("temperature").is_none());
+    assert!(body.get("seed").is_none());
     assert_eq!(body["stop"], json!(["END"]));
+    // A seed, when the run has one, goes with every request.
+    let seeded = ModelRequest {
+        seed: Some(7),
+        ..request(false)
+    };
+    assert_eq!(openai::build_body(&seeded, "m")["seed"], json!(7));
 }
 
 #[test]

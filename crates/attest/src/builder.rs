@@ -827,6 +827,7 @@ impl EngineBuilder {
             cfg.max_tokens = t;
         }
         cfg.temperature = file.provider.temperature;
+        cfg.seed = file.provider.seed;
         cfg.timeout = match self.run.timeout {
             Some(limit) => limit,
             None => file.run.timeout_secs.map(Duration::from_secs),

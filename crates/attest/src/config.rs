@@ -172,6 +172,8 @@ pub struct ProviderSection {
     pub script: Option<PathBuf>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    /// Sampling seed sent with every request, where the provider takes one.
+    pub seed: Option<u64>,
     pub request_timeout_secs: Option<u64>,
     /// `native`, `text` or `auto` (text when `tool_calling = false`).
     pub protocol: Option<crate::provider::ProtocolMode>,

@@ -94,6 +94,12 @@ pub struct EvalModelArgs {
     /// for every group.
     #[arg(long)]
     pub max_tokens: Option<u32>,
+    /// Sample at this temperature instead of the provider's default (the
+    /// embedded model decodes greedily, so its repeats are identical);
+    /// attempt i of every group gets seed i, so groups differ only in the
+    /// harness.
+    #[arg(long)]
+    pub temperature: Option<f32>,
     /// `--provider replay`: the recorded run to replay.
     #[arg(long, value_name = "RUN_ID")]
     pub from: Option<String>,

@@ -83,6 +83,9 @@ pub struct RunConfig {
     pub stream: bool,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
+    /// Sampling seed sent with every request (`[provider] seed`; `attest
+    /// eval` gives attempt i of every group the same one).
+    pub seed: Option<u64>,
     pub retry: RetryPolicy,
     /// Wall-clock limit for the whole run.
     pub timeout: Option<Duration>,
@@ -220,6 +223,7 @@ impl RunConfig {
             stream: true,
             max_tokens: 4096,
             temperature: None,
+            seed: None,
             retry: RetryPolicy::default(),
             timeout: None,
             redactor: crate::redact::Redactor::new(),

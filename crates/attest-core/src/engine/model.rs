@@ -150,6 +150,7 @@ impl Run<'_> {
             stream: self.cfg.stream,
             max_tokens: self.cfg.max_tokens,
             temperature: self.cfg.temperature,
+            seed: self.cfg.seed,
             stop: Vec::new(),
             cache_key: Some(self.cache_key.clone()),
         };

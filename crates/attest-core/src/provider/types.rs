@@ -11,6 +11,9 @@ pub struct ModelRequest {
     pub stream: bool,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
+    /// Sampling seed, where the provider takes one (the embedded model,
+    /// OpenAI-compatible servers); `None`: the provider's own.
+    pub seed: Option<u64>,
     /// Stop sequences, where the wire format supports them.
     pub stop: Vec<String>,
     /// Names the cacheable prefix this request shares with the run's

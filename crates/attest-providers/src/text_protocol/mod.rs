@@ -67,6 +67,7 @@ impl TextProtocolProvider {
             stream: request.stream,
             max_tokens: request.max_tokens,
             temperature: request.temperature,
+            seed: request.seed,
             stop,
             cache_key: request.cache_key.clone(),
         }
