@@ -444,6 +444,72 @@ fn start_http_server() -> HttpServer {
     }
 }
 
+/// A server whose tool list changes mid-run (`retire` removes `probe` and
+/// sends `notifications/tools/list_changed`): the withdrawn tool leaves the
+/// offered tools at a declared cache reset, and a call to it fails plainly.
+#[tokio::test]
+async fn a_tool_the_server_withdraws_mid_run_is_no_longer_offered_and_its_call_fails() {
+    let ws = TestWorkspace::new();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/retiring-mcp-server.mjs");
+    let sdk = servers_dir().join("node_modules/@modelcontextprotocol/sdk");
+    ws.append_config(&format!(
+        "[[mcp_servers]]\nname = \"srv\"\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ ATTEST_MCP_SDK = {:?} }}\npermission = \"allow\"\n",
+        fixture.display().to_string(),
+        sdk.display().to_string()
+    ));
+    let model = MockModel::start(
+        OPENAI,
+        vec![
+            Turn::tool("srv__retire", json!({})),
+            Turn::tool("read_file", json!({"path": "config.toml"})),
+            Turn::tool("srv__probe", json!({})),
+            Turn::text("The probe was retired."),
+        ],
+    )
+    .await;
+    let run = run_attest(&model, &ws, &["--expect", "observe", "Retire the probe"]).await;
+    assert_eq!(
+        receipt(&run, "srv__retire")["status"],
+        "ok",
+        "{}",
+        run.describe()
+    );
+    let probe = receipt(&run, "srv__probe");
+    assert_eq!(probe["status"], "error", "{}", run.describe());
+    assert!(
+        model.tool_results(3)[2]
+            .1
+            .contains("no longer offers `probe`"),
+        "{:?}",
+        model.tool_results(3)
+    );
+    assert!(offered(&model, 0).contains(&"srv__probe".to_string()));
+    assert!(
+        !offered(&model, 3).contains(&"srv__probe".to_string()),
+        "still offered after it was withdrawn: {:?}",
+        offered(&model, 3)
+    );
+    // The change of the offered tools is a declared reset point.
+    let resets: Vec<Value> = ws
+        .log_entries()
+        .into_iter()
+        .filter(|e| e["trace"]["record"] == "cache_reset")
+        .collect();
+    assert!(
+        resets.iter().any(|r| {
+            let point = &r["trace"]["reset_point"];
+            point["reason"] == "tool_schema_change"
+                && !point["source_refs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t == "srv__probe")
+        }),
+        "no declared reset without srv__probe: {resets:?}"
+    );
+}
+
 /// A loopback TCP relay in front of `target` that keeps every byte the
 /// client sent, to check the headers the server received.
 async fn recording_relay(target: &str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {

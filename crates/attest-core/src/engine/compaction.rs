@@ -183,7 +183,11 @@ impl Run<'_> {
     /// it depends on changed.
     pub(super) fn current_prefix_hash(&mut self) -> String {
         let tools = self.visible_tools();
-        let key = (self.latest_compaction().map(|(i, _, _)| i), tools.len());
+        let key = (
+            self.latest_compaction().map(|(i, _, _)| i),
+            tools.len(),
+            self.withdrawn_count(),
+        );
         if let Some((cached, hash)) = &self.prefix_cache {
             if *cached == key {
                 return hash.clone();

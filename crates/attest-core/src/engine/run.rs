@@ -39,6 +39,10 @@ pub(super) enum Start<'p> {
     Close,
 }
 
+/// What the prefix hash depends on besides the system prompt: the
+/// compaction index, the number of visible tools and of withdrawn ones.
+pub(super) type PrefixKey = (Option<usize>, usize, usize);
+
 pub(super) struct Run<'a> {
     pub(super) engine: &'a Engine,
     pub(super) cfg: &'a RunConfig,
@@ -55,9 +59,8 @@ pub(super) struct Run<'a> {
     pub(super) item_sizes: Vec<ItemSize>,
     /// The same for `cfg.prior_history`.
     pub(super) prior_sizes: Vec<ItemSize>,
-    /// The prefix hash and what it was computed for (compaction index,
-    /// number of visible tools).
-    pub(super) prefix_cache: Option<((Option<usize>, usize), String)>,
+    /// The prefix hash and what it was computed for.
+    pub(super) prefix_cache: Option<(PrefixKey, String)>,
     /// This run's budgets: from the model's context window when known.
     pub(super) compaction: CompactionPolicy,
     /// The session's prompt-cache key: every run of a session shares its prefix.
@@ -686,7 +689,12 @@ impl<'a> Run<'a> {
     /// are deferred. Order is stable, so the prefix changes only when the
     /// set does.
     pub(super) fn visible_tools(&self) -> Vec<ToolSpec> {
-        let mut tools = self.tools.clone();
+        let mut tools: Vec<ToolSpec> = self
+            .tools
+            .iter()
+            .filter(|t| !self.is_withdrawn(&t.name))
+            .cloned()
+            .collect();
         if let Ok(activated) = self.activated.lock() {
             tools.extend(
                 self.deferred
@@ -702,6 +710,22 @@ impl<'a> Run<'a> {
             tools.push(tool_search_spec(self.deferred.len()));
         }
         tools
+    }
+
+    /// A tool its provider withdrew during the run ([`crate::tool::Tool::withdrawn`]).
+    pub(super) fn is_withdrawn(&self, name: &str) -> bool {
+        self.engine
+            .registry
+            .get(name)
+            .is_some_and(|tool| tool.withdrawn())
+    }
+
+    /// How many offered tools were withdrawn: part of the prefix's cache key.
+    pub(super) fn withdrawn_count(&self) -> usize {
+        self.tools
+            .iter()
+            .filter(|t| self.is_withdrawn(&t.name))
+            .count()
     }
 
     /// A deferred tool the model has not found yet.

@@ -233,6 +233,13 @@ pub trait Tool: Send + Sync {
     fn data_source(&self) -> DataSource {
         DataSource::Workspace
     }
+    /// Whether the tool's provider no longer offers it (an MCP server's
+    /// tool list changed during the run): it leaves the tools offered from
+    /// the next request on, a declared cache reset; a call to it still
+    /// fails plainly.
+    fn withdrawn(&self) -> bool {
+        false
+    }
     /// Run with validated arguments. Must not panic on any input.
     async fn execute(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput;
 }

@@ -66,6 +66,9 @@ struct HandlerState {
     /// Where the progress of each call in flight goes, by the progress
     /// token rmcp gave its request.
     progress: Mutex<HashMap<ProgressToken, Watch>>,
+    /// The tools the server lists now (`None` before the first listing),
+    /// read again whenever it says its list changed.
+    listed: Mutex<Option<Vec<String>>>,
 }
 
 #[derive(Debug)]
@@ -73,6 +76,15 @@ enum Watch {
     /// Notifications that came before the call registered its sink.
     Early(Vec<ToolProgress>),
     Sink(ProgressSink),
+}
+
+/// How long the listing after `tools/list_changed` may take.
+const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn set_listed(state: &HandlerState, tools: &[rmcp::model::Tool]) {
+    if let Ok(mut listed) = state.listed.lock() {
+        *listed = Some(tools.iter().map(|t| t.name.to_string()).collect());
+    }
 }
 
 /// Unregisters a call's progress sink when the call is over.
@@ -95,6 +107,15 @@ impl McpClientHandler {
         self.state.tools_changed.load(Ordering::SeqCst)
     }
 
+    /// Whether the server's latest listing has `tool` (true before any).
+    fn lists(&self, tool: &str) -> bool {
+        self.state
+            .listed
+            .lock()
+            .map(|listed| listed.as_ref().is_none_or(|l| l.iter().any(|t| t == tool)))
+            .unwrap_or(true)
+    }
+
     /// Send `token`'s progress to `sink` until the guard drops, starting
     /// with whatever arrived for it already.
     fn watch(&self, token: ProgressToken, sink: ProgressSink) -> WatchGuard {
@@ -112,8 +133,18 @@ impl McpClientHandler {
 }
 
 impl ClientHandler for McpClientHandler {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
         self.state.tools_changed.fetch_add(1, Ordering::SeqCst);
+        // List again off the notification's task (a request awaited here
+        // would wait on the loop that delivers its answer), so that the
+        // engine stops offering a withdrawn tool from its next request.
+        let state = Arc::clone(&self.state);
+        tokio::spawn(async move {
+            let listing = tokio::time::timeout(RELIST_TIMEOUT, context.peer.list_all_tools());
+            if let Ok(Ok(tools)) = listing.await {
+                set_listed(&state, &tools);
+            }
+        });
     }
 
     async fn on_progress(
@@ -269,9 +300,7 @@ pub struct McpServer {
     state: tokio::sync::Mutex<State>,
     /// Whether the one restart has been used.
     restarted: std::sync::atomic::AtomicBool,
-    /// The tools the server lists now, refreshed after it says its list
-    /// changed, and how many such notices the refresh has seen.
-    listed: Mutex<Vec<String>>,
+    /// How many `tools/list_changed` notices the last refresh has seen.
     seen_changes: AtomicU64,
 }
 
@@ -310,7 +339,6 @@ impl McpServer {
             handler,
             state: tokio::sync::Mutex::new(State::Live(connection)),
             restarted: std::sync::atomic::AtomicBool::new(false),
-            listed: Mutex::default(),
             seen_changes: AtomicU64::new(0),
         });
         let lister = Arc::clone(&server);
@@ -364,15 +392,20 @@ impl McpServer {
     }
 
     fn remember(&self, tools: &[rmcp::model::Tool]) {
-        if let Ok(mut listed) = self.listed.lock() {
-            *listed = tools.iter().map(|t| t.name.to_string()).collect();
-        }
+        set_listed(&self.handler.state, tools);
     }
 
-    /// After `notifications/tools/list_changed`: list again, so that a
-    /// call to a tool the server withdrew fails plainly. The tools offered
-    /// to the model stay as they were for the rest of the run (its prompt
-    /// prefix does not change); the next engine lists them anew.
+    /// Whether the server still offers `tool` (its name there): false once
+    /// a listing after `tools/list_changed` leaves it out.
+    pub fn offers(&self, tool: &str) -> bool {
+        self.handler.lists(tool)
+    }
+
+    /// After `notifications/tools/list_changed`, before a call: list again
+    /// (if the handler's own relisting has not yet), so that a call to a
+    /// tool the server withdrew fails plainly. A withdrawn tool leaves the
+    /// offered tools at the next request (a declared cache reset); tools
+    /// the server added are offered from the next run.
     async fn refresh_if_changed(&self) {
         let changes = self.handler.tools_changed();
         if changes == self.seen_changes.load(Ordering::SeqCst) {
@@ -391,12 +424,7 @@ impl McpServer {
         progress: Option<ProgressSink>,
     ) -> Result<CallReply, CallFailure> {
         self.refresh_if_changed().await;
-        let withdrawn = self
-            .listed
-            .lock()
-            .map(|listed| !listed.contains(&tool))
-            .unwrap_or(false);
-        if withdrawn {
+        if !self.offers(&tool) {
             return Err(CallFailure::Withdrawn(format!(
                 "MCP server `{}` no longer offers `{tool}`: its tool list changed during the run (the new list is offered from the next run)",
                 self.name

@@ -76,6 +76,10 @@ impl Tool for McpTool {
         DataSource::Command
     }
 
+    fn withdrawn(&self) -> bool {
+        !self.server.offers(&self.remote)
+    }
+
     async fn execute(&self, args: serde_json::Value, ctx: &ToolContext) -> ToolOutput {
         let serde_json::Value::Object(arguments) = args else {
             return ToolOutput::error("arguments must be a JSON object")
