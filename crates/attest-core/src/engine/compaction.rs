@@ -10,7 +10,8 @@ use super::run::Run;
 use super::{prefix_hash, EngineError};
 use crate::state::count_tokens;
 use attest_protocol::{
-    AssistantPhase, CacheResetPoint, CacheResetReason, HarnessMessageKind, LogEntry, TranscriptItem,
+    AssistantPhase, CacheResetPoint, CacheResetReason, HarnessMessageKind, LogEntry, ToolSpec,
+    TranscriptItem,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -183,10 +184,14 @@ impl Run<'_> {
     /// it depends on changed.
     pub(super) fn current_prefix_hash(&mut self) -> String {
         let tools = self.visible_tools();
+        self.prefix_hash_of(&tools)
+    }
+
+    /// The prefix hash with exactly `tools` (the ones a request is sent).
+    pub(super) fn prefix_hash_of(&mut self, tools: &[ToolSpec]) -> String {
         let key = (
             self.latest_compaction().map(|(i, _, _)| i),
-            tools.len(),
-            self.withdrawn_count(),
+            tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
         );
         if let Some((cached, hash)) = &self.prefix_cache {
             if *cached == key {
@@ -198,7 +203,7 @@ impl Run<'_> {
             system.push('\u{0}');
             system.push_str(summary);
         }
-        let hash = prefix_hash(&system, &tools);
+        let hash = prefix_hash(&system, tools);
         self.prefix_cache = Some((key, hash.clone()));
         hash
     }

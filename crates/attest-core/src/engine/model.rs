@@ -58,7 +58,7 @@ impl Run<'_> {
         let compacted_now = self.maybe_compact(step, forced)?;
         let history = self.request_history();
         let tools = self.visible_tools();
-        let prefix_hash = self.current_prefix_hash();
+        let prefix_hash = self.prefix_hash_of(&tools);
         // Any other change of the prefix (tools found by tool_search) is
         // declared too, so a cache miss is never unexplained (SPEC D5, E4).
         if let Some(previous) = self.last_prefix.replace(prefix_hash.clone()) {

@@ -40,8 +40,9 @@ pub(super) enum Start<'p> {
 }
 
 /// What the prefix hash depends on besides the system prompt: the
-/// compaction index, the number of visible tools and of withdrawn ones.
-pub(super) type PrefixKey = (Option<usize>, usize, usize);
+/// compaction index and the names of the visible tools (tools come and go:
+/// found by `tool_search`, withdrawn by their MCP server).
+pub(super) type PrefixKey = (Option<usize>, Vec<String>);
 
 pub(super) struct Run<'a> {
     pub(super) engine: &'a Engine,
@@ -92,7 +93,7 @@ pub(super) struct Run<'a> {
     pub(super) doom: DoomLoopGuard,
     pub(super) pending_reminder: Option<(String, u32)>,
     pub(super) doom_stop: Option<String>,
-    redactor: Redactor,
+    pub(super) redactor: Redactor,
     /// The one continuation of a cut-off answer was asked for.
     continued: bool,
     /// The cut-off text it continues.
@@ -699,7 +700,7 @@ impl<'a> Run<'a> {
             tools.extend(
                 self.deferred
                     .iter()
-                    .filter(|s| activated.contains(&s.name))
+                    .filter(|s| activated.contains(&s.name) && !self.is_withdrawn(&s.name))
                     .cloned(),
             );
         }
@@ -718,14 +719,6 @@ impl<'a> Run<'a> {
             .registry
             .get(name)
             .is_some_and(|tool| tool.withdrawn())
-    }
-
-    /// How many offered tools were withdrawn: part of the prefix's cache key.
-    pub(super) fn withdrawn_count(&self) -> usize {
-        self.tools
-            .iter()
-            .filter(|t| self.is_withdrawn(&t.name))
-            .count()
     }
 
     /// A deferred tool the model has not found yet.

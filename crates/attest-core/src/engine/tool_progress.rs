@@ -8,7 +8,6 @@
 use super::run::Run;
 use super::EngineError;
 use crate::provider::ParsedCall;
-use crate::text::truncate_str;
 use crate::tool::{Clearance, ProgressSink, ToolContext, ToolOutput, ToolProgress, ToolRegistry};
 use attest_protocol::{EventBody, Receipt};
 use std::time::{Duration, Instant};
@@ -66,9 +65,11 @@ impl Run<'_> {
         call: &ParsedCall,
         report: ToolProgress,
     ) -> Result<(), EngineError> {
+        // Redacted before it is cut, so that a secret across the cut is
+        // still found (`sequenced` redacts again, finding nothing).
         let message = report
             .message
-            .map(|m| truncate_str(m.trim(), MESSAGE_LIMIT).0.to_string())
+            .map(|m| self.redactor.redact_to(m.trim(), MESSAGE_LIMIT))
             .filter(|m| !m.is_empty());
         self.emit(EventBody::ToolProgress {
             step,

@@ -98,7 +98,9 @@ pub enum MiddlewareDecision {
 }
 
 /// A step of the chain. Implementations must not panic and should be
-/// quick: they run before every call.
+/// quick: they run before every call, while the call's log entries are
+/// still held (the engine flushes them before the tool runs, so a slow
+/// `before` delays what observers see, never durability).
 #[async_trait]
 pub trait Middleware: Send + Sync {
     /// A short stable name, for events and traces.

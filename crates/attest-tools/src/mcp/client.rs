@@ -68,22 +68,29 @@ struct HandlerState {
     progress: Mutex<HashMap<ProgressToken, Watch>>,
     /// The tools the server lists now (`None` before the first listing),
     /// read again whenever it says its list changed.
-    listed: Mutex<Option<Vec<String>>>,
+    /// With how many `list_changed` notices it was taken after: an older
+    /// listing that finishes late never replaces a newer one.
+    listed: Mutex<Option<(u64, Vec<String>)>>,
+    /// Orders the early notifications (see [`Watch::Early`]).
+    early_seq: AtomicU64,
 }
 
 #[derive(Debug)]
 enum Watch {
-    /// Notifications that came before the call registered its sink.
-    Early(Vec<ToolProgress>),
+    /// Notifications that came before the call registered its sink (or,
+    /// handled late, after its call ended), with when the first came.
+    Early(u64, Vec<ToolProgress>),
     Sink(ProgressSink),
 }
 
 /// How long the listing after `tools/list_changed` may take.
 const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn set_listed(state: &HandlerState, tools: &[rmcp::model::Tool]) {
+fn set_listed(state: &HandlerState, changes: u64, tools: &[rmcp::model::Tool]) {
     if let Ok(mut listed) = state.listed.lock() {
-        *listed = Some(tools.iter().map(|t| t.name.to_string()).collect());
+        if listed.as_ref().is_none_or(|(seen, _)| *seen <= changes) {
+            *listed = Some((changes, tools.iter().map(|t| t.name.to_string()).collect()));
+        }
     }
 }
 
@@ -112,7 +119,11 @@ impl McpClientHandler {
         self.state
             .listed
             .lock()
-            .map(|listed| listed.as_ref().is_none_or(|l| l.iter().any(|t| t == tool)))
+            .map(|listed| {
+                listed
+                    .as_ref()
+                    .is_none_or(|(_, l)| l.iter().any(|t| t == tool))
+            })
             .unwrap_or(true)
     }
 
@@ -120,7 +131,7 @@ impl McpClientHandler {
     /// with whatever arrived for it already.
     fn watch(&self, token: ProgressToken, sink: ProgressSink) -> WatchGuard {
         if let Ok(mut all) = self.state.progress.lock() {
-            if let Some(Watch::Early(reports)) = all.remove(&token) {
+            if let Some(Watch::Early(_, reports)) = all.remove(&token) {
                 reports.into_iter().for_each(|r| sink.report(r));
             }
             all.insert(token.clone(), Watch::Sink(sink));
@@ -134,7 +145,7 @@ impl McpClientHandler {
 
 impl ClientHandler for McpClientHandler {
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        self.state.tools_changed.fetch_add(1, Ordering::SeqCst);
+        let changes = self.state.tools_changed.fetch_add(1, Ordering::SeqCst) + 1;
         // List again off the notification's task (a request awaited here
         // would wait on the loop that delivers its answer), so that the
         // engine stops offering a withdrawn tool from its next request.
@@ -142,7 +153,7 @@ impl ClientHandler for McpClientHandler {
         tokio::spawn(async move {
             let listing = tokio::time::timeout(RELIST_TIMEOUT, context.peer.list_all_tools());
             if let Ok(Ok(tools)) = listing.await {
-                set_listed(&state, &tools);
+                set_listed(&state, changes, &tools);
             }
         });
     }
@@ -160,16 +171,31 @@ impl ClientHandler for McpClientHandler {
         let Ok(mut all) = self.state.progress.lock() else {
             return;
         };
-        let early = all.len();
         match all.get_mut(&params.progress_token) {
             Some(Watch::Sink(sink)) => sink.report(report),
-            Some(Watch::Early(reports)) if reports.len() < EARLY_PER_TOKEN => reports.push(report),
-            Some(Watch::Early(_)) => {}
-            // A token nobody asked for is kept only in small numbers.
-            None if early < EARLY_TOKENS => {
-                all.insert(params.progress_token, Watch::Early(vec![report]));
+            Some(Watch::Early(_, reports)) if reports.len() < EARLY_PER_TOKEN => {
+                reports.push(report)
             }
-            None => {}
+            Some(Watch::Early(..)) => {}
+            None => {
+                // Tokens nobody claims (their call is over: handlers run
+                // on tasks of their own, so a last notice can come late)
+                // are kept in small numbers, the oldest dropped first.
+                let early: Vec<(u64, ProgressToken)> = all
+                    .iter()
+                    .filter_map(|(token, w)| match w {
+                        Watch::Early(since, _) => Some((*since, token.clone())),
+                        Watch::Sink(_) => None,
+                    })
+                    .collect();
+                if early.len() >= EARLY_TOKENS {
+                    if let Some((_, oldest)) = early.into_iter().min_by_key(|(since, _)| *since) {
+                        all.remove(&oldest);
+                    }
+                }
+                let since = self.state.early_seq.fetch_add(1, Ordering::SeqCst);
+                all.insert(params.progress_token, Watch::Early(since, vec![report]));
+            }
         }
     }
 
@@ -345,7 +371,7 @@ impl McpServer {
         let tools = runtime
             .block_on(async move { lister.list_tools().await })
             .unwrap_or_else(|| Err("the MCP runtime stopped".to_string()))?;
-        server.remember(&tools);
+        server.remember(0, &tools);
         Ok((server, tools))
     }
 
@@ -391,8 +417,8 @@ impl McpServer {
             .unwrap_or_else(|| Err(CallFailure::Unavailable("the MCP runtime stopped".into())))
     }
 
-    fn remember(&self, tools: &[rmcp::model::Tool]) {
-        set_listed(&self.handler.state, tools);
+    fn remember(&self, changes: u64, tools: &[rmcp::model::Tool]) {
+        set_listed(&self.handler.state, changes, tools);
     }
 
     /// Whether the server still offers `tool` (its name there): false once
@@ -412,7 +438,7 @@ impl McpServer {
             return;
         }
         if let Ok(tools) = self.list_tools().await {
-            self.remember(&tools);
+            self.remember(changes, &tools);
             self.seen_changes.store(changes, Ordering::SeqCst);
         }
     }
@@ -444,7 +470,10 @@ impl McpServer {
                     progress.map(|sink| self.handler.watch(handle.progress_token.clone(), sink));
                 let mut abandoned = CancelOnDrop::new(peer.clone(), handle.id.clone());
                 let outcome = tokio::time::timeout(self.timeout, handle.await_response()).await;
-                abandoned.disarm();
+                if outcome.is_ok() {
+                    // Answered: nothing to cancel. A timeout sends the cancel.
+                    abandoned.disarm();
+                }
                 outcome.map(|answer| answer.and_then(call_result))
             }
             Err(e) => Ok(Err(e)),
@@ -524,6 +553,15 @@ fn call_result(answer: ServerResult) -> Result<CallToolResult, ServiceError> {
         ServerResult::CallToolResult(result) => Ok(result),
         // `{}` parses as the empty result: a call that returned nothing.
         ServerResult::EmptyResult(_) => Ok(CallToolResult::success(Vec::new())),
+        // Only `_meta`: a result without content, as rmcp reads it.
+        ServerResult::CustomResult(custom)
+            if custom
+                .0
+                .as_object()
+                .is_some_and(|o| o.keys().all(|k| k == "_meta")) =>
+        {
+            Ok(CallToolResult::success(Vec::new()))
+        }
         _ => Err(ServiceError::UnexpectedResponse),
     }
 }
@@ -533,6 +571,8 @@ fn call_result(answer: ServerResult) -> Result<CallToolResult, ServiceError> {
 struct CancelOnDrop {
     peer: Option<rmcp::Peer<RoleClient>>,
     id: RequestId,
+    /// The MCP runtime, where the call runs.
+    runtime: tokio::runtime::Handle,
 }
 
 impl CancelOnDrop {
@@ -540,6 +580,7 @@ impl CancelOnDrop {
         CancelOnDrop {
             peer: Some(peer),
             id,
+            runtime: tokio::runtime::Handle::current(),
         }
     }
 
@@ -550,15 +591,14 @@ impl CancelOnDrop {
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        let (Some(peer), Ok(runtime)) = (self.peer.take(), tokio::runtime::Handle::try_current())
-        else {
+        let Some(peer) = self.peer.take() else {
             return;
         };
         let notification = CancelledNotification::new(CancelledNotificationParam::new(
             Some(self.id.clone()),
             Some("the call was abandoned".to_string()),
         ));
-        runtime.spawn(async move {
+        self.runtime.spawn(async move {
             let _ = peer.send_notification(notification.into()).await;
         });
     }

@@ -32,12 +32,14 @@ impl McpRuntime {
     }
 
     /// Run `fut` on this runtime and await its result from any runtime.
+    /// Dropping the returned future (a cancelled run) aborts `fut` too.
     pub(crate) async fn run<T, F>(&self, fut: F) -> Option<T>
     where
         F: Future<Output = T> + Send + 'static,
         T: Send + 'static,
     {
-        self.handle.spawn(fut).await.ok()
+        let mut task = AbortOnDrop(self.handle.spawn(fut));
+        (&mut task.0).await.ok()
     }
 
     /// Run `fut` on this runtime and wait for it, blocking the calling
@@ -52,6 +54,14 @@ impl McpRuntime {
             let _ = tx.send(fut.await);
         });
         rx.recv().ok()
+    }
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
