@@ -189,15 +189,16 @@ impl Run<'_> {
 
     /// The prefix hash with exactly `tools` (the ones a request is sent).
     pub(super) fn prefix_hash_of(&mut self, tools: &[ToolSpec]) -> String {
-        let key = (
-            self.latest_compaction().map(|(i, _, _)| i),
-            tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-        );
-        if let Some((cached, hash)) = &self.prefix_cache {
-            if *cached == key {
+        let compaction = self.latest_compaction().map(|(i, _, _)| i);
+        // Compared in place: the names are copied only when the key changed.
+        if let Some(((cached_compaction, cached_names), hash)) = &self.prefix_cache {
+            if *cached_compaction == compaction
+                && cached_names.iter().eq(tools.iter().map(|t| &t.name))
+            {
                 return hash.clone();
             }
         }
+        let key = (compaction, tools.iter().map(|t| t.name.clone()).collect());
         let mut system = self.system.clone();
         if let Some((_, _, summary)) = self.latest_compaction() {
             system.push('\u{0}');
