@@ -106,19 +106,33 @@ impl FingerprintKey {
             builder.create(parent).map_err(create_err)?;
         }
         let key = Self::generate()?;
+        // Write the whole key to a private temporary file first and link it
+        // into place: a concurrent reader then sees either no key or a
+        // complete one, never the empty file `create_new` would show it
+        // between open and write (eval attempts start at the same moment).
+        let temp = path.with_file_name(format!(
+            ".fingerprint.key.{}.{}",
+            std::process::id(),
+            hex::encode(&key.0[..4])
+        ));
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        match options.open(path) {
-            Ok(mut file) => {
-                file.write_all(format!("{}\n", hex::encode(key.0)).as_bytes())
-                    .and_then(|()| file.sync_all())
-                    .map_err(create_err)?;
-                Ok(key)
-            }
-            // Another process made it between our read and our create:
-            // theirs wins, so both use the same key.
+        let written = options.open(&temp).and_then(|mut file| {
+            file.write_all(format!("{}\n", hex::encode(key.0)).as_bytes())?;
+            file.sync_all()
+        });
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(create_err(e));
+        }
+        let linked = std::fs::hard_link(&temp, path);
+        let _ = std::fs::remove_file(&temp);
+        match linked {
+            Ok(()) => Ok(key),
+            // Another process made it between our read and our link: theirs
+            // wins, so both use the same key.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Self::load_or_create(path),
             Err(e) => Err(create_err(e)),
         }
@@ -255,6 +269,35 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(std::fs::read_to_string(&path).unwrap().trim().len(), 64);
         assert_eq!(format!("{a:?}"), "FingerprintKey([hidden])");
+    }
+
+    #[test]
+    fn racing_creators_all_get_the_one_complete_key() {
+        // Regression: with open-then-write a racer read the empty file and
+        // failed with `Invalid` (seen as an eval infra failure in CI).
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("attest/fingerprint.key");
+            let keys: Vec<_> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| s.spawn(|| FingerprintKey::load_or_create(&path)))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let first = keys[0].as_ref().unwrap();
+            for k in &keys {
+                assert_eq!(k.as_ref().unwrap(), first);
+            }
+            let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(
+                names,
+                vec![OsStr::new("fingerprint.key")],
+                "no temporary file left"
+            );
+        }
     }
 
     #[test]
