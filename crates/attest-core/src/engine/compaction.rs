@@ -13,7 +13,9 @@ use attest_protocol::{
     AssistantPhase, CacheResetPoint, CacheResetReason, HarnessMessageKind, LogEntry, ToolSpec,
     TranscriptItem,
 };
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
 
 /// Token budgets for the history part of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,20 +84,96 @@ impl CompactionPolicy {
     }
 }
 
-/// Tokens and JSON bytes of one transcript item as requests carry it,
-/// taken once when the item is logged.
-pub(super) fn item_size(item: &TranscriptItem) -> ItemSize {
-    let json = serde_json::to_string(item).unwrap_or_default();
-    ItemSize {
-        tokens: count_tokens(&json),
-        bytes: json.len(),
+/// How a run's history budget is known: given, or derived from the
+/// model's window once the prefix's tokens are counted.
+#[derive(Debug)]
+pub(super) enum CompactionBudget {
+    Fixed(CompactionPolicy),
+    Window {
+        window: ContextWindow,
+        output_reserve: usize,
+        /// JSON bytes of the system prompt and the tool list: an upper
+        /// bound of their tokens.
+        prefix_bytes: usize,
+        /// The policy with the prefix's real token count, taken the first
+        /// time the history is too long for the byte bound to decide.
+        exact: OnceLock<CompactionPolicy>,
+    },
+}
+
+impl CompactionBudget {
+    pub(super) fn new(
+        window: Option<ContextWindow>,
+        fixed: &CompactionPolicy,
+        output_reserve: usize,
+        prefix_bytes: usize,
+    ) -> Self {
+        match window {
+            Some(window) => CompactionBudget::Window {
+                window,
+                output_reserve,
+                prefix_bytes,
+                exact: OnceLock::new(),
+            },
+            None => CompactionBudget::Fixed(fixed.clone()),
+        }
+    }
+
+    /// A policy whose budget is at most the exact one's, known without
+    /// tokenizing: the prefix counted as one token per byte.
+    fn lower_bound(&self) -> CompactionPolicy {
+        match self {
+            CompactionBudget::Fixed(p) => p.clone(),
+            CompactionBudget::Window {
+                window,
+                output_reserve,
+                prefix_bytes,
+                ..
+            } => CompactionPolicy::for_context_window(*window, *output_reserve, *prefix_bytes),
+        }
+    }
+
+    /// The exact policy; `prefix_tokens` is called at most once per run.
+    fn exact(&self, prefix_tokens: impl FnOnce() -> usize) -> CompactionPolicy {
+        match self {
+            CompactionBudget::Fixed(p) => p.clone(),
+            CompactionBudget::Window {
+                window,
+                output_reserve,
+                exact,
+                ..
+            } => exact
+                .get_or_init(|| {
+                    CompactionPolicy::for_context_window(*window, *output_reserve, prefix_tokens())
+                })
+                .clone(),
+        }
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// JSON bytes of one transcript item as requests carry it, taken once when
+/// the item is logged; its tokens are counted the first time a budget
+/// needs them (most runs never do: their bytes stay under the budget).
+pub(super) fn item_size(item: &TranscriptItem) -> ItemSize {
+    ItemSize {
+        bytes: serde_json::to_string(item).map_or(0, |json| json.len()),
+        tokens: OnceLock::new(),
+    }
+}
+
+#[derive(Debug, Clone, Default)]
 pub(super) struct ItemSize {
-    pub(super) tokens: usize,
     pub(super) bytes: usize,
+    tokens: OnceLock<usize>,
+}
+
+impl ItemSize {
+    /// Tokens of `item`, the item this is the size of; counted once.
+    pub(super) fn tokens(&self, item: &TranscriptItem) -> usize {
+        *self
+            .tokens
+            .get_or_init(|| count_tokens(&serde_json::to_string(item).unwrap_or_default()))
+    }
 }
 
 /// Bytes of a JSON array of items of these sizes, as `serde_json` writes it.
@@ -123,18 +201,19 @@ impl Run<'_> {
 
     /// What requests are built from: earlier turns and this run's items, or
     /// after a compaction, its summary and the items it did not cover.
-    pub(super) fn request_history(&self) -> Vec<TranscriptItem> {
+    /// Borrowed: the request copies each item once, in normalization.
+    pub(super) fn request_history(&self) -> Vec<Cow<'_, TranscriptItem>> {
         match self.latest_compaction() {
             Some((_, covers, summary)) => {
-                let mut out = vec![TranscriptItem::HarnessMessage {
+                let mut out = vec![Cow::Owned(TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::CompactionSummary,
                     text: summary.to_string(),
-                }];
+                })];
                 out.extend(
                     self.items[covers.min(self.items.len())..]
                         .iter()
                         .filter(|i| !matches!(i, TranscriptItem::Compaction { .. }))
-                        .cloned(),
+                        .map(Cow::Borrowed),
                 );
                 out
             }
@@ -143,26 +222,37 @@ impl Run<'_> {
                 .prior_history
                 .iter()
                 .chain(&self.items)
-                .cloned()
+                .map(Cow::Borrowed)
                 .collect(),
         }
     }
 
-    /// Tokens of [`Run::request_history`], from the per-item counts taken
-    /// once when each item was logged (never re-tokenizing the history).
+    /// Tokens of [`Run::request_history`], from per-item counts each taken
+    /// at most once (never re-tokenizing the history).
     pub(super) fn request_history_tokens(&self) -> usize {
+        self.request_history_sum(|size, item| size.tokens(item))
+    }
+
+    /// `measure` summed over the items [`Run::request_history`] is built
+    /// from (a compaction item stands for its summary).
+    fn request_history_sum(&self, measure: impl Fn(&ItemSize, &TranscriptItem) -> usize) -> usize {
+        let of = |i: usize| measure(&self.item_sizes[i], &self.items[i]);
         match self.latest_compaction() {
             Some((index, covers, _)) => {
                 let rest = covers.min(self.items.len());
-                self.item_sizes[index].tokens
+                of(index)
                     + (rest..self.items.len())
                         .filter(|&i| !matches!(self.items[i], TranscriptItem::Compaction { .. }))
-                        .map(|i| self.item_sizes[i].tokens)
+                        .map(of)
                         .sum::<usize>()
             }
             None => {
-                self.prior_sizes.iter().map(|s| s.tokens).sum::<usize>()
-                    + self.item_sizes.iter().map(|s| s.tokens).sum::<usize>()
+                self.prior_sizes
+                    .iter()
+                    .zip(&self.cfg.prior_history)
+                    .map(|(size, item)| measure(size, item))
+                    .sum::<usize>()
+                    + (0..self.items.len()).map(of).sum::<usize>()
             }
         }
     }
@@ -212,7 +302,18 @@ impl Run<'_> {
     /// Compact if the history is over budget (or `force`). Returns whether
     /// a compaction happened.
     pub(super) fn maybe_compact(&mut self, step: u32, force: bool) -> Result<bool, EngineError> {
-        let policy = self.compaction.clone();
+        // Bytes bound tokens from above: a history whose bytes fit the
+        // smallest budget the prefix could leave needs no tokenizing.
+        if !force
+            && self.request_history_sum(|size, _| size.bytes)
+                <= self.compaction.lower_bound().history_budget_tokens
+        {
+            return Ok(false);
+        }
+        let policy = self.compaction.exact(|| {
+            count_tokens(&self.system)
+                + count_tokens(&serde_json::to_string(&self.tools).unwrap_or_default())
+        });
         let tokens = self.request_history_tokens();
         if !force && tokens <= policy.history_budget_tokens {
             return Ok(false);
@@ -293,7 +394,7 @@ impl Run<'_> {
             start + 1
         };
         for i in (lowest..self.items.len()).rev() {
-            tail_tokens += self.item_sizes[i].tokens;
+            tail_tokens += self.item_sizes[i].tokens(&self.items[i]);
             if tail_tokens > keep_recent {
                 break;
             }

@@ -162,7 +162,7 @@ impl ReasoningPolicy {
             ReasoningPolicy::Strip => None,
             ReasoningPolicy::Keep => Some(text.to_string()),
             ReasoningPolicy::Budget { max_tokens } => {
-                if crate::state::count_tokens(text) <= max_tokens {
+                if crate::state::within_tokens(text, max_tokens) {
                     return Some(text.to_string());
                 }
                 // Keep the end: the conclusion is where reasoning lands.

@@ -56,7 +56,6 @@ impl Run<'_> {
     pub(super) async fn call_model(&mut self, step: u32) -> Result<ModelOutcome, EngineError> {
         let forced = self.cfg.force_compaction && self.latest_compaction().is_none();
         let compacted_now = self.maybe_compact(step, forced)?;
-        let history = self.request_history();
         let tools = self.visible_tools();
         let prefix_hash = self.prefix_hash_of(&tools);
         // Any other change of the prefix (tools found by tool_search) is
@@ -75,7 +74,7 @@ impl Run<'_> {
                 })?;
             }
         }
-        let mut normalized = pairing::normalize(&history);
+        let mut normalized = pairing::normalize(self.request_history().iter().map(AsRef::as_ref));
         // The state snapshot goes last and is never logged (SPEC E3).
         let tail = self
             .state

@@ -1,7 +1,7 @@
 //! The loop of one run and its terminal decision.
 
 use super::calls::CallsOutcome;
-use super::compaction::{item_size, CompactionPolicy, ItemSize};
+use super::compaction::{item_size, CompactionBudget, ItemSize};
 use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
@@ -17,7 +17,7 @@ use crate::prompt::{
 };
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
-use crate::state::{count_tokens, render_tail, AgentState, TailBudget};
+use crate::state::{render_tail, AgentState, TailBudget};
 use crate::tool::{Tool, ToolRegistry};
 use attest_protocol::CompletionContract;
 use attest_protocol::{
@@ -63,7 +63,7 @@ pub(super) struct Run<'a> {
     /// The prefix hash and what it was computed for.
     pub(super) prefix_cache: Option<(PrefixKey, String)>,
     /// This run's budgets: from the model's context window when known.
-    pub(super) compaction: CompactionPolicy,
+    pub(super) compaction: CompactionBudget,
     /// The session's prompt-cache key: every run of a session shares its prefix.
     pub(super) cache_key: String,
     pub(super) receipts: Vec<Receipt>,
@@ -209,14 +209,12 @@ impl<'a> Run<'a> {
             Arc::new(ToolRegistry::new(internal).expect("uniquely named internal tools"));
         let item_sizes = items.iter().map(item_size).collect();
         let prior_sizes = cfg.prior_history.iter().map(item_size).collect();
-        let compaction = match cfg.context_window {
-            Some(window) => {
-                let prefix = count_tokens(&system)
-                    + count_tokens(&serde_json::to_string(&tools).unwrap_or_default());
-                CompactionPolicy::for_context_window(window, cfg.max_tokens as usize, prefix)
-            }
-            None => cfg.compaction.clone(),
-        };
+        let compaction = CompactionBudget::new(
+            cfg.context_window,
+            &cfg.compaction,
+            cfg.max_tokens as usize,
+            system.len() + serde_json::to_vec(&tools).map_or(0, |json| json.len()),
+        );
         Run {
             engine,
             cfg,

@@ -34,9 +34,9 @@ pub struct Normalized {
 
 /// Rewrite `items` so that the pairing invariant holds (see the module docs
 /// for the exact rule). Idempotent; the input is never modified.
-pub fn normalize(items: &[TranscriptItem]) -> Normalized {
+pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Normalized {
     let visible: Vec<&TranscriptItem> = items
-        .iter()
+        .into_iter()
         .filter(|i| {
             !matches!(
                 i,

@@ -16,8 +16,8 @@ mod tokens;
 
 pub(crate) use handoff::summary as handoff_summary;
 pub use handoff::SliceFilter;
-pub use tail::{render_tail, TailBudget, TailRender};
-pub use tokens::count_tokens;
+pub use tail::{render_tail, tail_tokens, TailBudget, TailRender};
+pub use tokens::{count_tokens, within_tokens};
 
 use attest_protocol::{
     AgentStateItem, ConfidenceLevel, EffectClass, EvidenceType, Receipt, ReceiptStatus,

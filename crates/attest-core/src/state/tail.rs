@@ -9,8 +9,11 @@
 //! lowest-priority items go first, and what was left out is counted on a
 //! line of its own — never dropped without a trace.
 
-use super::{count_tokens, AgentState};
+use super::count_tokens;
+use super::AgentState;
 use attest_protocol::{AgentStateItem, StateItemType};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 /// Limits of the tail (defaults from seed 003 P4).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,9 +43,39 @@ impl Default for TailBudget {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TailRender {
     pub text: String,
+    /// The text's tokens, counted line by line (see [`tail_tokens`]).
     pub tokens: usize,
     /// Items left out for the per-type limits or the token budget.
     pub omitted: usize,
+}
+
+/// Tokens of a tail, counted line by line (each line with its newline) and
+/// remembered per line: the tail is rendered before every request and
+/// keeps most of its lines from one step to the next, so re-tokenizing it
+/// whole each step was most of a step's cost. cl100k's pre-tokenizer splits
+/// at line breaks, so the sum differs from a whole-text count only where
+/// whitespace runs across a break.
+pub fn tail_tokens(text: &str) -> usize {
+    // A pure function's memo, shared by the runs of a process; bounded so
+    // a long-lived server does not grow it without end.
+    static LINES: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
+    const MAX_LINES: usize = 4096;
+    let Ok(mut lines) = LINES.get_or_init(Default::default).lock() else {
+        return count_tokens(text);
+    };
+    if lines.len() > MAX_LINES {
+        lines.clear();
+    }
+    text.split_inclusive('\n')
+        .map(|line| match lines.get(line) {
+            Some(&n) => n,
+            None => {
+                let n = count_tokens(line);
+                lines.insert(line.to_string(), n);
+                n
+            }
+        })
+        .sum()
 }
 
 /// First line of the tail. Worded as reference data, not as a message: small
@@ -143,7 +176,7 @@ pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
     }
     let mut text = compose(&sections, omitted);
     // Over budget: drop the oldest item of the lowest-priority section that may give way.
-    while count_tokens(&text) > budget.max_tokens {
+    while text.len() > budget.max_tokens && tail_tokens(&text) > budget.max_tokens {
         let Some((_, _, items)) = sections
             .iter_mut()
             .rev()
@@ -156,7 +189,7 @@ pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
         text = compose(&sections, omitted);
     }
     TailRender {
-        tokens: count_tokens(&text),
+        tokens: tail_tokens(&text),
         text,
         omitted,
     }

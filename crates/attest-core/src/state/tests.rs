@@ -119,6 +119,18 @@ fn overflow_keeps_goal_and_blocking_items_and_counts_what_it_left_out() {
     };
     let tail = render_tail(&state, &budget);
     assert!(tail.tokens <= 300, "{} tokens:\n{}", tail.tokens, tail.text);
+    // Counted line by line, yet within a few tokens of the whole text's count.
+    let whole = crate::state::count_tokens(&tail.text);
+    assert!(
+        tail.tokens.abs_diff(whole) <= 3,
+        "{} vs {whole}",
+        tail.tokens
+    );
+    assert_eq!(
+        crate::state::tail_tokens(&tail.text),
+        tail.tokens,
+        "remembered"
+    );
     assert!(tail.text.contains("Goal: produce the quarterly report"));
     assert!(
         tail.text.contains("prices {} ended timeout"),
