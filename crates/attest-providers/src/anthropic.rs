@@ -3,7 +3,8 @@
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, ReceiptStatus, TranscriptItem, Usage};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 
 /// Build the request body. `req.history` must already be normalized.
@@ -18,11 +19,96 @@ use std::collections::{BTreeMap, HashMap};
 /// the end of the previous user turn, where the previous request's
 /// breakpoint was, so it is read back however many blocks this step added.
 pub fn build_body(req: &ModelRequest, model: &str) -> Value {
+    serde_json::to_value(body(req, model)).unwrap_or(Value::Null)
+}
+
+/// The request body as sent: the same JSON as [`build_body`], written in
+/// one pass from borrowed data (the per-step path: no `Value` tree of the
+/// whole history built and dropped each request).
+pub fn body_json(req: &ModelRequest, model: &str) -> String {
+    serde_json::to_string(&body(req, model)).unwrap_or_default()
+}
+
+// Fields are declared in the order `serde_json::Map` sorts keys, so the
+// bytes equal those of the `Value` form (tests compare them).
+#[derive(Serialize)]
+struct Body<'a> {
+    max_tokens: u32,
+    messages: Vec<Message<'a>>,
+    model: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<System<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolDef<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum System<'a> {
+    Plain(&'a str),
+    Blocks([WireBlock<'a>; 1]),
+}
+
+#[derive(Serialize)]
+struct ToolDef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+    description: &'a str,
+    input_schema: &'a Value,
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    content: Vec<WireBlock<'a>>,
+    role: &'static str,
+}
+
+/// One content block; which fields are set depends on its `type`.
+#[derive(Serialize, Default)]
+struct WireBlock<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    is_error: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_use_id: Option<&'a str>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Ephemeral {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: Ephemeral = Ephemeral { kind: "ephemeral" };
+
+/// One message being assembled: its role and its blocks, each flagged when
+/// it changes from request to request (the state snapshot).
+type Turn<'a> = (bool, Vec<(WireBlock<'a>, bool)>);
+
+fn body<'a>(req: &'a ModelRequest, model: &'a str) -> Body<'a> {
     // Position of each call, to put tool results in call order.
     let mut call_order: HashMap<&str, usize> = HashMap::new();
-    // (is_user, blocks), one entry per message. A block's flag says it
-    // changes from request to request (the state snapshot).
-    let mut turns: Vec<(bool, Vec<(Value, bool)>)> = Vec::new();
+    let mut turns: Vec<Turn<'a>> = Vec::new();
     for item in &req.history {
         let volatile = matches!(
             item,
@@ -49,10 +135,14 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
                     Ok(v @ Value::Object(_)) => v,
                     _ => json!({}),
                 };
-                (
-                    false,
-                    Some(json!({"type": "tool_use", "id": call_id, "name": name, "input": input})),
-                )
+                let block = WireBlock {
+                    id: Some(call_id),
+                    input: Some(input),
+                    name: Some(name),
+                    kind: "tool_use",
+                    ..WireBlock::default()
+                };
+                (false, Some(block))
             }
             TranscriptItem::ToolResult {
                 call_id,
@@ -60,12 +150,14 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
                 output,
                 ..
             } => {
-                let mut b =
-                    json!({"type": "tool_result", "tool_use_id": call_id, "content": output});
-                if *status != ReceiptStatus::Ok {
-                    b["is_error"] = json!(true);
-                }
-                (true, Some(b))
+                let block = WireBlock {
+                    content: Some(output),
+                    is_error: (*status != ReceiptStatus::Ok).then_some(true),
+                    tool_use_id: Some(call_id),
+                    kind: "tool_result",
+                    ..WireBlock::default()
+                };
+                (true, Some(block))
             }
             TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. } => continue,
         };
@@ -81,7 +173,7 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
     for (is_user, blocks) in &mut turns {
         if *is_user {
             // Stable: results first in call order, then text in transcript order.
-            blocks.sort_by_key(|(b, _)| match str_field(b, "tool_use_id") {
+            blocks.sort_by_key(|(b, _)| match b.tool_use_id {
                 Some(id) => (0, call_order.get(id).copied().unwrap_or(usize::MAX)),
                 None => (1, 0),
             });
@@ -91,64 +183,60 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
     if caching {
         place_message_breakpoints(&mut turns);
     }
-
-    let messages: Vec<Value> = turns
+    let messages = turns
         .into_iter()
-        .map(|(is_user, blocks)| {
-            let blocks: Vec<Value> = blocks.into_iter().map(|(b, _)| b).collect();
-            json!({"role": if is_user { "user" } else { "assistant" }, "content": blocks})
+        .map(|(is_user, blocks)| Message {
+            content: blocks.into_iter().map(|(b, _)| b).collect(),
+            role: if is_user { "user" } else { "assistant" },
         })
         .collect();
-
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("max_tokens".into(), json!(req.max_tokens));
-    if !req.system.is_empty() {
-        let system = if caching {
-            json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}])
+    let system = (!req.system.is_empty()).then(|| {
+        if caching {
+            System::Blocks([WireBlock {
+                cache_control: Some(EPHEMERAL),
+                text: Some(&req.system),
+                kind: "text",
+                ..WireBlock::default()
+            }])
         } else {
-            json!(req.system)
-        };
-        body.insert("system".into(), system);
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    if !req.tools.is_empty() {
-        let mut tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        // Without a system prompt the tool list ends the prefix.
-        if caching && req.system.is_empty() {
-            if let Some(last) = tools.last_mut() {
-                last["cache_control"] = ephemeral();
-            }
+            System::Plain(&req.system)
         }
-        body.insert("tools".into(), Value::Array(tools));
+    });
+    let mut tools: Vec<ToolDef<'a>> = req
+        .tools
+        .iter()
+        .map(|t| ToolDef {
+            cache_control: None,
+            description: &t.description,
+            input_schema: &t.parameters,
+            name: &t.name,
+        })
+        .collect();
+    // Without a system prompt the tool list ends the prefix.
+    if caching && req.system.is_empty() {
+        if let Some(last) = tools.last_mut() {
+            last.cache_control = Some(EPHEMERAL);
+        }
     }
-    if req.stream {
-        body.insert("stream".into(), json!(true));
+    Body {
+        max_tokens: req.max_tokens,
+        messages,
+        model,
+        stop_sequences: &req.stop,
+        stream: req.stream.then_some(true),
+        system,
+        temperature: req.temperature.and_then(wire::temperature),
+        tools,
     }
-    if let Some(t) = req.temperature.and_then(wire::temperature) {
-        body.insert("temperature".into(), t);
-    }
-    if !req.stop.is_empty() {
-        body.insert("stop_sequences".into(), json!(req.stop));
-    }
-    Value::Object(body)
 }
 
 /// The most `cache_control` breakpoints the API accepts in one request.
 pub const MAX_BREAKPOINTS: usize = 4;
 
-fn ephemeral() -> Value {
-    json!({"type": "ephemeral"})
-}
-
 /// Breakpoints in the messages: on the newest block before the first one
 /// that changes every request, and on the last block of the user turn
 /// before that block's message (the previous request's stable end).
-fn place_message_breakpoints(turns: &mut [(bool, Vec<(Value, bool)>)]) {
+fn place_message_breakpoints(turns: &mut [Turn<'_>]) {
     // (message, block) of every block, in order, up to the first volatile one.
     let mut newest: Option<(usize, usize)> = None;
     'outer: for (m, (_, blocks)) in turns.iter().enumerate() {
@@ -160,18 +248,22 @@ fn place_message_breakpoints(turns: &mut [(bool, Vec<(Value, bool)>)]) {
         }
     }
     let Some((m, b)) = newest else { return };
-    turns[m].1[b].0["cache_control"] = ephemeral();
+    turns[m].1[b].0.cache_control = Some(EPHEMERAL);
     let previous = (0..m).rev().find(|&i| turns[i].0 && !turns[i].1.is_empty());
     if let Some(i) = previous {
         if let Some((block, _)) = turns[i].1.last_mut() {
-            block["cache_control"] = ephemeral();
+            block.cache_control = Some(EPHEMERAL);
         }
     }
 }
 
 /// The API rejects empty text blocks, so empty text sends nothing.
-fn text_block(text: &str) -> Option<Value> {
-    (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
+fn text_block(text: &str) -> Option<WireBlock<'_>> {
+    (!text.is_empty()).then(|| WireBlock {
+        text: Some(text),
+        kind: "text",
+        ..WireBlock::default()
+    })
 }
 
 /// Map a raw `stop_reason` to its meaning.

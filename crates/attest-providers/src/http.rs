@@ -215,21 +215,22 @@ impl HttpProvider {
             request
         };
         let body = match self.cfg.wire {
-            WireFormat::OpenAiChat => openai::build_body(request, &self.cfg.model),
-            WireFormat::AnthropicMessages => anthropic::build_body(request, &self.cfg.model),
+            WireFormat::OpenAiChat => openai::body_json(request, &self.cfg.model),
+            WireFormat::AnthropicMessages => anthropic::body_json(request, &self.cfg.model),
             WireFormat::OpenAiResponses => responses::build_body(
                 request,
                 &self.cfg.model,
                 ResponsesOptions {
                     encrypted_reasoning: self.cfg.encrypted_reasoning,
                 },
-            ),
+            )
+            .to_string(),
         };
         let resp = self
             .client
             .post(&self.endpoint)
             .headers(self.headers.clone())
-            .body(body.to_string())
+            .body(body)
             .send()
             .await
             .map_err(|e| ProviderError::Transport(self.redact(error_chain(&e))))?;

@@ -4,20 +4,109 @@
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, TranscriptItem, Usage};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Build the request body. `req.history` must already be normalized. The
 /// body is a pure function of its inputs, and the system message and tools
 /// do not depend on the history (SPEC D5: stable prefix for caching).
 pub fn build_body(req: &ModelRequest, model: &str) -> Value {
-    let mut messages = vec![json!({"role": "system", "content": req.system})];
+    serde_json::to_value(body(req, model)).unwrap_or(Value::Null)
+}
+
+/// The request body as sent: the same JSON as [`build_body`], written in
+/// one pass from borrowed data. The per-step path; a `Value` tree of the
+/// whole history built and dropped on every request was most of a
+/// request's cost on long runs.
+pub fn body_json(req: &ModelRequest, model: &str) -> String {
+    serde_json::to_string(&body(req, model)).unwrap_or_default()
+}
+
+// Fields are declared in the order `serde_json::Map` sorts keys, so the
+// bytes equal those of the `Value` form (tests compare them).
+#[derive(Serialize)]
+struct Body<'a> {
+    max_tokens: u32,
+    messages: Vec<Message<'a>>,
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolDef<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct ToolDef<'a> {
+    function: FunctionDef<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct FunctionDef<'a> {
+    description: &'a str,
+    name: &'a str,
+    parameters: &'a Value,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    /// `None` is written as `null` (next to tool calls), never left out.
+    content: Option<&'a str>,
+    role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<CallDef<'a>>,
+}
+
+#[derive(Serialize)]
+struct CallDef<'a> {
+    function: CallFunction<'a>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct CallFunction<'a> {
+    arguments: &'a str,
+    name: &'a str,
+}
+
+fn message<'a>(role: &'static str, content: &'a str) -> Message<'a> {
+    Message {
+        content: Some(content),
+        role,
+        tool_call_id: None,
+        tool_calls: Vec::new(),
+    }
+}
+
+fn body<'a>(req: &'a ModelRequest, model: &'a str) -> Body<'a> {
+    let mut messages = vec![message("system", &req.system)];
     let items = &req.history;
     let mut i = 0;
     while i < items.len() {
         match &items[i] {
             TranscriptItem::UserInput { text } | TranscriptItem::HarnessMessage { text, .. } => {
-                messages.push(json!({"role": "user", "content": text}));
+                messages.push(message("user", text));
                 i += 1;
             }
             TranscriptItem::AssistantOutput { text, .. } => {
@@ -33,52 +122,46 @@ pub fn build_body(req: &ModelRequest, model: &str) -> Value {
             TranscriptItem::ToolResult {
                 call_id, output, ..
             } => {
-                messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+                messages.push(Message {
+                    tool_call_id: Some(call_id),
+                    ..message("tool", output)
+                });
                 i += 1;
             }
             TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. } => i += 1,
         }
     }
-
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages));
-    body.insert("max_tokens".into(), json!(req.max_tokens));
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
+    Body {
+        max_tokens: req.max_tokens,
+        messages,
+        model,
+        // Routes the run's requests to the server holding their cached prefix.
+        prompt_cache_key: req.cache_key.as_deref(),
+        seed: req.seed,
+        stop: &req.stop,
+        stream: req.stream.then_some(true),
+        stream_options: req.stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+        temperature: req.temperature.and_then(wire::temperature),
+        tools: req
             .tools
             .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
-                }})
+            .map(|t| ToolDef {
+                function: FunctionDef {
+                    description: &t.description,
+                    name: &t.name,
+                    parameters: &t.parameters,
+                },
+                kind: "function",
             })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+            .collect(),
     }
-    if req.stream {
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    if let Some(t) = req.temperature.and_then(wire::temperature) {
-        body.insert("temperature".into(), t);
-    }
-    if let Some(seed) = req.seed {
-        body.insert("seed".into(), json!(seed));
-    }
-    if !req.stop.is_empty() {
-        body.insert("stop".into(), json!(req.stop));
-    }
-    // Routes the run's requests to the server holding their cached prefix.
-    if let Some(key) = &req.cache_key {
-        body.insert("prompt_cache_key".into(), json!(key));
-    }
-    Value::Object(body)
 }
 
 /// Collect the run of `ToolCall`s starting at `start`; returns them in wire
 /// form and the index after the run.
-fn tool_calls_from(items: &[TranscriptItem], start: usize) -> (Vec<Value>, usize) {
+fn tool_calls_from(items: &[TranscriptItem], start: usize) -> (Vec<CallDef<'_>>, usize) {
     let mut calls = Vec::new();
     let mut i = start;
     while let Some(TranscriptItem::ToolCall {
@@ -87,32 +170,29 @@ fn tool_calls_from(items: &[TranscriptItem], start: usize) -> (Vec<Value>, usize
         arguments,
     }) = items.get(i)
     {
-        calls.push(json!({
-            "id": call_id, "type": "function",
-            "function": {"name": name, "arguments": arguments},
-        }));
+        calls.push(CallDef {
+            function: CallFunction { arguments, name },
+            id: call_id,
+            kind: "function",
+        });
         i += 1;
     }
     (calls, i)
 }
 
-fn assistant_message(text: Option<&String>, calls: Vec<Value>) -> Value {
-    let mut m = Map::new();
-    m.insert("role".into(), json!("assistant"));
-    if calls.is_empty() {
-        m.insert(
-            "content".into(),
-            json!(text.map(String::as_str).unwrap_or("")),
-        );
+fn assistant_message<'a>(text: Option<&'a String>, calls: Vec<CallDef<'a>>) -> Message<'a> {
+    let content = if calls.is_empty() {
+        Some(text.map_or("", String::as_str))
     } else {
         // Null rather than "" next to tool calls: some servers reject empty content.
-        let content = text
-            .filter(|t| !t.is_empty())
-            .map_or(Value::Null, |t| json!(t));
-        m.insert("content".into(), content);
-        m.insert("tool_calls".into(), Value::Array(calls));
+        text.filter(|t| !t.is_empty()).map(String::as_str)
+    };
+    Message {
+        content,
+        role: "assistant",
+        tool_call_id: None,
+        tool_calls: calls,
     }
-    Value::Object(m)
 }
 
 /// Map a raw `finish_reason` to its meaning.

@@ -99,6 +99,57 @@ fn openai_body_snapshots() {
 }
 
 #[test]
+fn the_openai_body_as_sent_is_the_sorted_json_of_its_value_form() {
+    // `body_json` writes borrowed structs whose fields must follow
+    // `serde_json::Map`'s sorted key order; any drift changes the bytes
+    // (and so the providers' cached prefix) and fails here.
+    let mut variants = vec![request(false), request(true)];
+    let mut full = request(true);
+    full.seed = Some(7);
+    full.stop = vec!["Observation:".into()];
+    full.cache_key = Some("attest-session-1".into());
+    full.temperature = None;
+    full.history.push(TranscriptItem::ToolCall {
+        call_id: "call_3".into(),
+        name: "read_file".into(),
+        arguments: "{\"path\":\"a \\\"quoted\\\" name\"}".into(),
+    });
+    variants.push(full);
+    let mut bare = request(false);
+    bare.tools.clear();
+    bare.history.truncate(1);
+    variants.push(bare);
+    for req in &variants {
+        let sent = openai::body_json(req, "gpt-test");
+        assert_eq!(sent, openai::build_body(req, "gpt-test").to_string());
+        let value: serde_json::Value = serde_json::from_str(&sent).unwrap();
+        assert_eq!(value, openai::build_body(req, "gpt-test"));
+    }
+}
+
+#[test]
+fn the_anthropic_body_as_sent_is_the_sorted_json_of_its_value_form() {
+    let mut variants = vec![request(false), request(true)];
+    let mut cached = request(true);
+    cached.cache_key = Some("attest-session-1".into());
+    cached.stop = vec!["Observation:".into()];
+    cached.history.push(TranscriptItem::HarnessMessage {
+        kind: HarnessMessageKind::StateSnapshot,
+        text: "[attest] state".into(),
+    });
+    variants.push(cached.clone());
+    // No system prompt: the breakpoint moves to the last tool.
+    let mut no_system = cached;
+    no_system.system.clear();
+    variants.push(no_system);
+    for req in &variants {
+        let sent = anthropic::body_json(req, "claude-test");
+        assert_eq!(sent, anthropic::build_body(req, "claude-test").to_string());
+    }
+    assert!(anthropic::body_json(&variants[3], "c").contains("\"cache_control\""));
+}
+
+#[test]
 fn anthropic_body_snapshots() {
     insta::assert_json_snapshot!(
         "anthropic_body",
