@@ -373,16 +373,40 @@ pub(crate) fn lease_holds(
     matches!(held, Some((Some(o), e, state)) if o == owner && e == epoch && state == "leased")
 }
 
-/// The `type` column: the item type, event type or trace record name.
-pub(crate) fn entry_type(entry: &LogEntry) -> Result<(String, String), StoreError> {
-    let value = serde_json::to_value(entry)?;
-    let (kind, field, tag) = match entry {
-        LogEntry::Item { .. } => ("item", "item", "type"),
-        LogEntry::Event { .. } => ("event", "event", "type"),
-        LogEntry::Trace { .. } => ("trace", "trace", "record"),
-        LogEntry::Archive { .. } => ("archive", "item", "type"),
+/// The `kind` and `type` columns: the entry kind, and the item type, event
+/// type or trace record name, read back from `body` (the entry's JSON):
+/// the serde tags are the one source of these names, and reading two
+/// fields skips the rest without building a `Value` of the whole entry.
+pub(crate) fn entry_type(entry: &LogEntry, body: &str) -> Result<(String, String), StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Tags {
+        item: Option<Tag>,
+        event: Option<Tag>,
+        trace: Option<Tag>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Tag {
+        #[serde(rename = "type")]
+        kind: Option<serde_json::Value>,
+        record: Option<serde_json::Value>,
+    }
+    let tags: Tags = serde_json::from_str(body)?;
+    let (kind, tag) = match entry {
+        LogEntry::Item { .. } => ("item", tags.item),
+        LogEntry::Event { .. } => ("event", tags.event),
+        LogEntry::Trace { .. } => (
+            "trace",
+            tags.trace.map(|t| Tag {
+                kind: t.record,
+                record: None,
+            }),
+        ),
+        LogEntry::Archive { .. } => ("archive", tags.item),
     };
-    let name = value[field][tag].as_str().unwrap_or("unknown").to_string();
+    let name = tag
+        .and_then(|t| t.kind)
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string());
     Ok((kind.to_string(), name))
 }
 
@@ -464,8 +488,8 @@ impl Store for SqliteStore {
                 continue;
             }
             let stored = self.stored_form(run_id, entry)?;
-            let (kind, name) = entry_type(&stored)?;
             let body = serde_json::to_string(&stored)?;
+            let (kind, name) = entry_type(&stored, &body)?;
             prepared.push((stored, kind, name, body));
         }
         if prepared.is_empty() {
@@ -679,5 +703,50 @@ impl Store for SqliteStore {
 
     fn set_memory_projection(&mut self, text: &str) -> Result<(), StoreError> {
         crate::memory::set_projection(&self.conn, text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use attest_protocol::{Event, EventBody};
+
+    fn typed(entry: &LogEntry) -> (String, String) {
+        entry_type(entry, &serde_json::to_string(entry).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn entry_types_come_from_the_serde_tags() {
+        let item = TranscriptItem::UserInput { text: "hi".into() };
+        assert_eq!(
+            typed(&LogEntry::Item { item: item.clone() }),
+            ("item".into(), "user_input".into())
+        );
+        assert_eq!(
+            typed(&LogEntry::Archive { item }),
+            ("archive".into(), "user_input".into())
+        );
+        let event = Event {
+            run_id: "r".into(),
+            seq: 1,
+            ts: chrono::Utc::now(),
+            body: EventBody::Progress {
+                step: 1,
+                text: "x".into(),
+                delta: false,
+            },
+        };
+        assert_eq!(
+            typed(&LogEntry::Event { event }),
+            ("event".into(), "progress".into())
+        );
+        let trace = TraceRecord::RawOutput {
+            step: 1,
+            raw: "{\"type\":\"not this\",\"record\":\"nor this\"}".into(),
+        };
+        assert_eq!(
+            typed(&LogEntry::Trace { trace }),
+            ("trace".into(), "raw_output".into())
+        );
     }
 }

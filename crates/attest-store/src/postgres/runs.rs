@@ -135,8 +135,8 @@ fn append_in(
                 .get(0);
             Ok(format!("artifact:{id}"))
         })?;
-        let (kind, name) = entry_type(&stored)?;
         let body = serde_json::to_string(&stored)?;
+        let (kind, name) = entry_type(&stored, &body)?;
         let hash = head
             .prev()
             .map(|prev| chain::link(prev, run_id, &kind, &name, &body));
@@ -259,8 +259,8 @@ impl PgStore {
         let Some((head, session)) = self.heads.get(run_id).cloned() else {
             return Ok(false);
         };
-        let (kind, name) = entry_type(entry)?;
         let body = serde_json::to_string(entry)?;
+        let (kind, name) = entry_type(entry, &body)?;
         let hash = head
             .prev()
             .map(|prev| chain::link(prev, run_id, &kind, &name, &body));
