@@ -111,7 +111,7 @@ fn bench(c: &mut Criterion) {
                     stop: Vec::new(),
                     cache_key: None,
                 };
-                openai::build_body(&request, "m").to_string().len()
+                openai::body_json(&request, "m").len()
             })
         });
     }

@@ -13,7 +13,7 @@ use super::count_tokens;
 use super::AgentState;
 use attest_protocol::{AgentStateItem, StateItemType};
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Limits of the tail (defaults from seed 003 P4).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,33 +49,62 @@ pub struct TailRender {
     pub omitted: usize,
 }
 
-/// Tokens of a tail, counted line by line (each line with its newline) and
-/// remembered per line: the tail is rendered before every request and
-/// keeps most of its lines from one step to the next, so re-tokenizing it
-/// whole each step was most of a step's cost. cl100k's pre-tokenizer splits
-/// at line breaks, so the sum differs from a whole-text count only where
-/// whitespace runs across a break.
+/// Tokens of a tail, counted in pieces split at line breaks and remembered
+/// per piece: the tail is rendered before every request and keeps most of
+/// its lines from one step to the next, so re-tokenizing it whole each step
+/// was most of a step's cost. A piece ends after a `\n` that is followed by
+/// a non-blank character: cl100k's pre-tokenizer never joins across such a
+/// break (blank lines and indentation it does join), so the sum equals the
+/// whole text's count.
 pub fn tail_tokens(text: &str) -> usize {
     // A pure function's memo, shared by the runs of a process; bounded so
-    // a long-lived server does not grow it without end.
-    static LINES: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
-    const MAX_LINES: usize = 4096;
-    let Ok(mut lines) = LINES.get_or_init(Default::default).lock() else {
-        return count_tokens(text);
+    // a long-lived server does not grow it without end. Tokenizing happens
+    // outside the lock, and a poisoned lock is still a valid memo.
+    static PIECES: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
+    const MAX_PIECES: usize = 4096;
+    let memo = PIECES.get_or_init(Default::default);
+    let pieces = line_pieces(text);
+    let known: Vec<Option<usize>> = {
+        let memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+        pieces.iter().map(|p| memo.get(*p).copied()).collect()
     };
-    if lines.len() > MAX_LINES {
-        lines.clear();
-    }
-    text.split_inclusive('\n')
-        .map(|line| match lines.get(line) {
-            Some(&n) => n,
-            None => {
-                let n = count_tokens(line);
-                lines.insert(line.to_string(), n);
+    let mut fresh = Vec::new();
+    let total = pieces
+        .iter()
+        .zip(known)
+        .map(|(piece, known)| {
+            known.unwrap_or_else(|| {
+                let n = count_tokens(piece);
+                fresh.push((piece.to_string(), n));
                 n
-            }
+            })
         })
-        .sum()
+        .sum();
+    if !fresh.is_empty() {
+        let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if memo.len() + fresh.len() > MAX_PIECES {
+            memo.clear();
+        }
+        memo.extend(fresh);
+    }
+    total
+}
+
+/// `text` cut after every `\n` whose next character is not whitespace.
+fn line_pieces(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (i, _) in text.match_indices('\n') {
+        let next = text[i + 1..].chars().next();
+        if next.is_some_and(|c| !c.is_whitespace()) {
+            pieces.push(&text[start..=i]);
+            start = i + 1;
+        }
+    }
+    if start < text.len() {
+        pieces.push(&text[start..]);
+    }
+    pieces
 }
 
 /// First line of the tail. Worded as reference data, not as a message: small

@@ -164,3 +164,38 @@ fn per_type_limits_apply_even_under_the_token_budget() {
     assert_eq!(tail.text.matches("\n- ").count(), 20);
     assert_eq!(tail.omitted, 10);
 }
+
+#[test]
+fn tail_tokens_equal_the_whole_texts_count_across_blank_lines_and_indents() {
+    use crate::state::{count_tokens, tail_tokens};
+    let texts = [
+        "Fix the build.\n\nSteps:\n\n1. run tests\n2. fix\n\n\nThanks.",
+        "a  \nb\n\t\tc\n  d]\n\n e\r\nf\r\n\r\ng",
+        "结论：\n\n端口是 8080。\n- 来源：config.toml\n",
+        "x\n\u{a0}y\n\u{2028}z\n",
+        "\n\nleading\ntrailing\n\n",
+        "",
+    ];
+    for text in texts {
+        assert_eq!(tail_tokens(text), count_tokens(text), "{text:?}");
+        assert_eq!(tail_tokens(text), count_tokens(text), "memo: {text:?}");
+    }
+    // A goal with paragraphs (the prompt, verbatim) is counted exactly.
+    let mut state =
+        AgentState::with_goal("Fix the build.\n\nThen:\n\n- run the tests", "user_input");
+    state.on_commentary("I will next run the tests.", "s");
+    let tail = render_tail(&state, &TailBudget::default());
+    assert_eq!(tail.tokens, count_tokens(&tail.text), "{}", tail.text);
+}
+
+proptest::proptest! {
+    #[test]
+    fn tail_tokens_equal_the_whole_count_for_any_mix_of_breaks_and_blanks(
+        text in "[a-zA-Z0-9 .,:;!?()\\[\\]{}\"'\\-_\t\r\n\u{a0}\u{2028}\u{3000}中文。，]{0,120}"
+    ) {
+        proptest::prop_assert_eq!(
+            crate::state::tail_tokens(&text),
+            crate::state::count_tokens(&text)
+        );
+    }
+}
