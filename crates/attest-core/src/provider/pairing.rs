@@ -33,7 +33,10 @@ pub struct Normalized {
 }
 
 /// Rewrite `items` so that the pairing invariant holds (see the module docs
-/// for the exact rule). Idempotent; the input is never modified.
+/// for the exact rule). Idempotent; the input is never modified. Results
+/// come out without their receipts: no wire format sends one (the model
+/// sees the output), and copying every receipt of the history for each
+/// request was a cost that grew with the run.
 pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Normalized {
     let visible: Vec<&TranscriptItem> = items
         .into_iter()
@@ -66,7 +69,7 @@ pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Nor
                     match block.iter_mut().find(|(id, _, _)| id == call_id) {
                         Some((_, _, answered)) if !*answered => {
                             *answered = true;
-                            out.push(visible[i].clone());
+                            out.push(without_receipt(visible[i]));
                         }
                         Some(_) => {
                             notes.push(format!("dropped a duplicate result for call `{call_id}`"))
@@ -93,6 +96,26 @@ pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Nor
         }
     }
     Normalized { items: out, notes }
+}
+
+/// A copy of `item`; a result's copy leaves its receipt out.
+fn without_receipt(item: &TranscriptItem) -> TranscriptItem {
+    match item {
+        TranscriptItem::ToolResult {
+            call_id,
+            name,
+            status,
+            output,
+            receipt: _,
+        } => TranscriptItem::ToolResult {
+            call_id: call_id.clone(),
+            name: name.clone(),
+            status: *status,
+            output: output.clone(),
+            receipt: None,
+        },
+        other => other.clone(),
+    }
 }
 
 /// The synthetic result given to a call that never returned.
@@ -193,6 +216,33 @@ mod tests {
             encrypted_reasoning: Vec::new(),
             phase: AssistantPhase::Commentary,
         }
+    }
+
+    #[test]
+    fn results_come_out_without_their_receipts() {
+        let now = chrono::Utc::now();
+        let receipt = attest_protocol::Receipt {
+            call_id: "a".into(),
+            tool_name: "read".into(),
+            effect: attest_protocol::EffectClass::Observe,
+            status: ReceiptStatus::Ok,
+            started_at: now,
+            finished_at: now,
+            input_fingerprint: "fp".into(),
+            evidence: attest_protocol::Evidence::default(),
+            verification_status: attest_protocol::VerificationStatus::Verified,
+            error: None,
+        };
+        let with_receipt = TranscriptItem::ToolResult {
+            call_id: "a".into(),
+            name: "read".into(),
+            status: ReceiptStatus::Ok,
+            output: "out a".into(),
+            receipt: Some(receipt),
+        };
+        let n = normalize(&[call("a"), with_receipt]);
+        assert_eq!(n.items, vec![call("a"), result("a")]);
+        assert!(n.notes.is_empty());
     }
 
     #[test]
