@@ -88,7 +88,7 @@ fn bench_build(c: &mut Criterion) {
                     history: pairing::normalize(h).items,
                     ..base.clone()
                 };
-                black_box(openai::build_body(&req, "gpt-test").to_string())
+                black_box(openai::body_json(&req, "gpt-test"))
             })
         });
         group.bench_with_input(BenchmarkId::new("anthropic", n), &history, |b, h| {
@@ -97,7 +97,7 @@ fn bench_build(c: &mut Criterion) {
                     history: pairing::normalize(h).items,
                     ..base.clone()
                 };
-                black_box(anthropic::build_body(&req, "claude-test").to_string())
+                black_box(anthropic::body_json(&req, "claude-test"))
             })
         });
     }

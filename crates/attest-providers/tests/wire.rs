@@ -149,6 +149,38 @@ fn the_anthropic_body_as_sent_is_the_sorted_json_of_its_value_form() {
     assert!(anthropic::body_json(&variants[3], "c").contains("\"cache_control\""));
 }
 
+/// Requests with every optional field set, to snapshot the fields the
+/// plain snapshots leave out (cache hints, seed, stop, no temperature).
+fn full_request(system: &str) -> ModelRequest {
+    let mut req = request(true);
+    req.system = system.into();
+    req.seed = Some(7);
+    req.stop = vec!["Observation:".into()];
+    req.cache_key = Some("attest-session-1".into());
+    req.temperature = None;
+    req.history.push(TranscriptItem::HarnessMessage {
+        kind: HarnessMessageKind::StateSnapshot,
+        text: "[attest] state".into(),
+    });
+    req
+}
+
+#[test]
+fn full_body_snapshots() {
+    insta::assert_snapshot!(
+        "openai_body_full",
+        openai::body_json(&full_request("You are attest."), "gpt-test")
+    );
+    insta::assert_snapshot!(
+        "anthropic_body_full",
+        anthropic::body_json(&full_request("You are attest."), "claude-test")
+    );
+    insta::assert_snapshot!(
+        "anthropic_body_full_no_system",
+        anthropic::body_json(&full_request(""), "claude-test")
+    );
+}
+
 #[test]
 fn anthropic_body_snapshots() {
     insta::assert_json_snapshot!(
