@@ -479,12 +479,12 @@ impl Store for SqliteStore {
 
     fn append_all(&mut self, run_id: &str, entries: &[LogEntry]) -> Result<(), StoreError> {
         let mut prepared = Vec::with_capacity(entries.len());
+        // Archive rows go in the entries' transaction: a fenced, failed or
+        // retried append then leaves none behind (and never two).
+        let mut archived = Vec::new();
         for entry in entries {
             if let LogEntry::Archive { item } = entry {
-                self.conn.execute(
-                    "INSERT INTO archive (run_id, call_id, item, created_at) VALUES (?1, ?2, ?3, ?4)",
-                    params![run_id, item.call_id(), serde_json::to_string(item)?, now()],
-                )?;
+                archived.push((item.call_id(), serde_json::to_string(item)?));
                 continue;
             }
             let stored = self.stored_form(run_id, entry)?;
@@ -492,7 +492,7 @@ impl Store for SqliteStore {
             let (kind, name) = entry_type(&stored, &body)?;
             prepared.push((stored, kind, name, body));
         }
-        if prepared.is_empty() {
+        if prepared.is_empty() && archived.is_empty() {
             return Ok(());
         }
         // Twice at most: when another writer moved the head, reread it.
@@ -512,6 +512,12 @@ impl Store for SqliteStore {
                         epoch: *epoch,
                     });
                 }
+            }
+            for (call_id, item) in &archived {
+                tx.prepare_cached(
+                    "INSERT INTO archive (run_id, call_id, item, created_at) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![run_id, call_id, item, now()])?;
             }
             let mut linked = true;
             for (stored, kind, name, body) in &prepared {

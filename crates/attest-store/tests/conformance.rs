@@ -334,6 +334,21 @@ fn a_fenced_append_is_refused_once_another_worker_took_the_lease(b: &dyn Backend
     assert!(old
         .append_all("r1", &[user("stale 2"), user("stale 3")])
         .is_err());
+    // Archive rows are part of the append: refused with it, none left over.
+    let compacted = LogEntry::Archive {
+        item: TranscriptItem::UserInput {
+            text: "stale archive".into(),
+        },
+    };
+    assert!(matches!(
+        old.append_all("r1", &[compacted.clone(), user("stale 4")]),
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(matches!(
+        old.append_all("r1", &[compacted]),
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(new.archived("r1").unwrap().is_empty());
     let texts: Vec<String> = new
         .items("r1")
         .unwrap()
