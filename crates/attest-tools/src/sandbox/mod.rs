@@ -185,14 +185,7 @@ pub(crate) fn capabilities(search_path: &OsStr) -> Capabilities {
         use std::sync::{Mutex, OnceLock};
         static KERNEL: OnceLock<(u32, Netns, Netns)> = OnceLock::new();
         static BWRAP: Mutex<Vec<(OsString, Option<PathBuf>)>> = Mutex::new(Vec::new());
-        let (landlock_abi, netns, mountns) = *KERNEL.get_or_init(|| {
-            (
-                linux::probe_landlock(),
-                linux::probe_netns(),
-                linux::probe_mountns(),
-            )
-        });
-        let bwrap = {
+        let find_bwrap = || {
             // Held while probing: a search path is probed once.
             let mut found = BWRAP.lock().unwrap_or_else(|e| e.into_inner());
             match found.iter().find(|(p, _)| p == search_path) {
@@ -204,6 +197,23 @@ pub(crate) fn capabilities(search_path: &OsStr) -> Capabilities {
                 }
             }
         };
+        // Each probe waits on a throwaway child of its own, so they run side
+        // by side: start-up waited for them one after another. A probe
+        // thread that panicked counts as the mechanism being unavailable.
+        let ((landlock_abi, netns, mountns), bwrap) = std::thread::scope(|s| {
+            let bwrap = s.spawn(find_bwrap);
+            let kernel = *KERNEL.get_or_init(|| {
+                let landlock = s.spawn(linux::probe_landlock);
+                let netns = s.spawn(linux::probe_netns);
+                let mountns = linux::probe_mountns();
+                (
+                    landlock.join().unwrap_or(0),
+                    netns.join().unwrap_or(Netns::Unavailable),
+                    mountns,
+                )
+            });
+            (kernel, bwrap.join().unwrap_or(None))
+        });
         Capabilities {
             bwrap,
             landlock_abi,
