@@ -197,6 +197,20 @@ pub(crate) fn capabilities(search_path: &OsStr) -> Capabilities {
                 }
             }
         };
+        let known_bwrap = BWRAP
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(p, _)| p == search_path)
+            .map(|(_, bwrap)| bwrap.clone());
+        if let (Some(&(landlock_abi, netns, mountns)), Some(bwrap)) = (KERNEL.get(), known_bwrap) {
+            return Capabilities {
+                bwrap,
+                landlock_abi,
+                netns,
+                mountns,
+            };
+        }
         // Each probe waits on a throwaway child of its own, so they run side
         // by side: start-up waited for them one after another. A probe
         // thread that panicked counts as the mechanism being unavailable.
