@@ -39,7 +39,7 @@ impl McpConnector for HttpConnector {
         if let Some(token) = &self.token {
             config = config.auth_header(token.clone());
         }
-        let transport = StreamableHttpClientTransport::from_config(config);
+        let transport = handler.tap(StreamableHttpClientTransport::from_config(config));
         let service = handler
             .serve(transport)
             .await

@@ -12,11 +12,16 @@ use attest_core::tool::{ProgressSink, ToolProgress};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, Implementation,
-    JsonObject, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
+    JsonObject, JsonRpcMessage, JsonRpcNotification, ProgressNotificationParam, ProgressToken,
+    RequestId, ServerNotification, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::Transport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -141,28 +146,19 @@ impl McpClientHandler {
             token,
         }
     }
-}
 
-impl ClientHandler for McpClientHandler {
-    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        let changes = self.state.tools_changed.fetch_add(1, Ordering::SeqCst) + 1;
-        // List again off the notification's task (a request awaited here
-        // would wait on the loop that delivers its answer), so that the
-        // engine stops offering a withdrawn tool from its next request.
-        let state = Arc::clone(&self.state);
-        tokio::spawn(async move {
-            let listing = tokio::time::timeout(RELIST_TIMEOUT, context.peer.list_all_tools());
-            if let Ok(Ok(tools)) = listing.await {
-                set_listed(&state, changes, &tools);
-            }
-        });
+    /// `transport` with the server's progress notifications routed as they
+    /// are read (see [`ProgressTap`]). Every connector serves through it.
+    pub fn tap<T: Transport<RoleClient>>(&self, transport: T) -> ProgressTap<T> {
+        ProgressTap {
+            inner: transport,
+            handler: self.clone(),
+        }
     }
 
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
+    /// Hand a progress notification to the call watching its token (or
+    /// keep it for a call that has yet to register).
+    fn route_progress(&self, params: ProgressNotificationParam) {
         let report = ToolProgress {
             progress: params.progress,
             total: params.total,
@@ -178,9 +174,10 @@ impl ClientHandler for McpClientHandler {
             }
             Some(Watch::Early(..)) => {}
             None => {
-                // Tokens nobody claims (their call is over: handlers run
-                // on tasks of their own, so a last notice can come late)
-                // are kept in small numbers, the oldest dropped first.
+                // Tokens nobody claims (yet: the notice overtook the
+                // caller's registration; or ever: a server reporting on a
+                // call that is over) are kept in small numbers, the oldest
+                // dropped first.
                 let early: Vec<(u64, ProgressToken)> = all
                     .iter()
                     .filter_map(|(token, w)| match w {
@@ -198,12 +195,66 @@ impl ClientHandler for McpClientHandler {
             }
         }
     }
+}
+
+impl ClientHandler for McpClientHandler {
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let changes = self.state.tools_changed.fetch_add(1, Ordering::SeqCst) + 1;
+        // List again off the notification's task (a request awaited here
+        // would wait on the loop that delivers its answer), so that the
+        // engine stops offering a withdrawn tool from its next request.
+        let state = Arc::clone(&self.state);
+        tokio::spawn(async move {
+            let listing = tokio::time::timeout(RELIST_TIMEOUT, context.peer.list_all_tools());
+            if let Ok(Ok(tools)) = listing.await {
+                set_listed(&state, changes, &tools);
+            }
+        });
+    }
 
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("attest", env!("CARGO_PKG_VERSION")),
         )
+    }
+}
+
+/// A transport that routes progress notifications to their calls in the
+/// order the server sent them, before the reading loop goes on to the
+/// next message. rmcp hands notifications to the handler on tasks of their
+/// own, so a report routed there could come after its call's result (a
+/// tool's final `3 of 3` lost); routed here it is with its call's sink
+/// before the result is read.
+pub struct ProgressTap<T> {
+    inner: T,
+    handler: McpClientHandler,
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let JsonRpcMessage::Notification(JsonRpcNotification {
+            notification: ServerNotification::ProgressNotification(progress),
+            ..
+        }) = &message
+        {
+            self.handler.route_progress(progress.params.clone());
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
 
@@ -274,8 +325,9 @@ impl McpConnector for StdioConnector {
                 }
             }
         });
+        let transport = handler.tap(AsyncRwTransport::new_client(stdout, stdin));
         let service = handler
-            .serve((stdout, stdin))
+            .serve(transport)
             .await
             .map_err(|e| format!("the MCP handshake failed: {e}"))?;
         Ok(McpConnection {
@@ -635,5 +687,80 @@ pub fn describe(failure: &CallFailure) -> String {
         | CallFailure::Broken(m)
         | CallFailure::Unavailable(m)
         | CallFailure::Withdrawn(m) => m.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::collections::VecDeque;
+
+    /// A server that has already sent its messages.
+    struct Sent(VecDeque<RxJsonRpcMessage<RoleClient>>);
+
+    impl Transport<RoleClient> for Sent {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            _item: TxJsonRpcMessage<RoleClient>,
+        ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+            std::future::ready(Ok(()))
+        }
+
+        async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+            self.0.pop_front()
+        }
+
+        async fn close(&mut self) -> Result<(), Self::Error> {
+            Ok(())
+        }
+    }
+
+    fn message(value: serde_json::Value) -> RxJsonRpcMessage<RoleClient> {
+        serde_json::from_value(value).expect("a server message")
+    }
+
+    #[tokio::test]
+    async fn a_calls_last_report_is_with_its_sink_before_its_result_is_read() {
+        let handler = McpClientHandler::default();
+        let (sink, mut reports) = ProgressSink::channel();
+        let token = ProgressToken(rmcp::model::NumberOrString::Number(7));
+        let _watch = handler.watch(token, sink);
+        let mut tap = handler.tap(Sent(VecDeque::from([
+            message(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": 7, "progress": 3, "total": 3}})),
+            message(json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})),
+        ])));
+        assert!(matches!(
+            tap.receive().await,
+            Some(JsonRpcMessage::Notification(_))
+        ));
+        // No task had a chance to run: the report was routed in `receive`.
+        let report = reports.try_recv().expect("routed as it was read");
+        assert_eq!((report.progress, report.total), (3.0, Some(3.0)));
+        assert!(matches!(
+            tap.receive().await,
+            Some(JsonRpcMessage::Response(_))
+        ));
+        assert!(reports.try_recv().is_err(), "one report, once");
+    }
+
+    #[tokio::test]
+    async fn a_report_that_overtakes_its_callers_registration_is_kept_for_it() {
+        let handler = McpClientHandler::default();
+        let mut tap = handler.tap(Sent(VecDeque::from([message(json!({
+            "jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": "t", "progress": 1, "message": "first"}
+        }))])));
+        tap.receive().await.expect("the notification");
+        let (sink, mut reports) = ProgressSink::channel();
+        let _watch = handler.watch(
+            ProgressToken(rmcp::model::NumberOrString::String("t".into())),
+            sink,
+        );
+        let report = reports.try_recv().expect("handed over on registration");
+        assert_eq!(report.message.as_deref(), Some("first"));
     }
 }
