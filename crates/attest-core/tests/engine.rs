@@ -94,7 +94,7 @@ async fn corrective_turn_is_sent_to_the_model_and_the_recovered_run_completes() 
     // Request 2 ends with the harness's corrective message after the claimed answer.
     // (The run-state snapshot follows it, last of all.)
     let before_tail = &requests[1].history[requests[1].history.len() - 2];
-    match before_tail {
+    match &**before_tail {
         TranscriptItem::HarnessMessage { kind, text } => {
             assert_eq!(*kind, HarnessMessageKind::Corrective);
             assert!(text.contains("observe"), "{text}");
@@ -104,7 +104,7 @@ async fn corrective_turn_is_sent_to_the_model_and_the_recovered_run_completes() 
     // Request 3 carries the real file content as a paired result.
     let last = &requests[2].history;
     pairing::validate_strict(last).unwrap();
-    assert!(last.iter().any(|i| matches!(i, TranscriptItem::ToolResult { output, .. } if output.contains("the answer is 42"))));
+    assert!(last.iter().any(|i| matches!(&**i, TranscriptItem::ToolResult { output, .. } if output.contains("the answer is 42"))));
     // The system prompt and tools never change between steps.
     assert!(requests
         .iter()
@@ -205,7 +205,7 @@ async fn tail_state_is_last_in_every_request_never_logged_and_never_accumulates(
         let snapshots: Vec<&String> = request
             .history
             .iter()
-            .filter_map(|item| match item {
+            .filter_map(|item| match &**item {
                 TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::StateSnapshot,
                     text,
@@ -220,7 +220,7 @@ async fn tail_state_is_last_in_every_request_never_logged_and_never_accumulates(
             snapshots.len()
         );
         assert!(matches!(
-            request.history.last(),
+            request.history.last().map(|i| &**i),
             Some(TranscriptItem::HarnessMessage {
                 kind: HarnessMessageKind::StateSnapshot,
                 ..
@@ -336,7 +336,7 @@ async fn compaction_is_declared_keeps_pairs_whole_and_archived_evidence_is_retri
     let lookup = last
         .history
         .iter()
-        .find_map(|i| match i {
+        .find_map(|i| match &**i {
             TranscriptItem::ToolResult {
                 call_id, output, ..
             } if call_id == "lookup" => Some(output.clone()),
@@ -425,7 +425,7 @@ async fn manual_compaction_summarizes_earlier_turns_before_the_first_request() {
     );
     assert_eq!(reset.source_refs, vec!["old_1".to_string()]);
     let first = &h.provider.requests()[0];
-    let summary = match &first.history[0] {
+    let summary = match &*first.history[0] {
         TranscriptItem::HarnessMessage {
             kind: HarnessMessageKind::CompactionSummary,
             text,
@@ -615,7 +615,7 @@ async fn an_identical_observe_call_is_not_executed_twice() {
     let note = last
         .history
         .iter()
-        .find_map(|i| match i {
+        .find_map(|i| match &**i {
             TranscriptItem::ToolResult {
                 call_id, output, ..
             } if call_id == "again" => Some(output.clone()),
@@ -662,7 +662,7 @@ async fn repeating_a_call_whose_result_is_in_context_gets_a_repeat_reminder_then
     );
     // The model saw it as the latest user-role message of the next request.
     let next = &h.provider.requests()[2];
-    match next.history.last() {
+    match next.history.last().map(|i| &**i) {
         Some(TranscriptItem::HarnessMessage { text, .. }) => assert_eq!(text, &reminder.0),
         other => panic!("{other:?}"),
     }
@@ -963,4 +963,52 @@ async fn without_stream_progress_no_delta_events_are_emitted() {
     assert_eq!(outcome.state, TerminalState::Completed);
     assert!(events.iter().all(|e| !e.body.is_delta()));
     assert!(shown.lock().unwrap().ends_with("notes.txt says 42."));
+}
+
+/// A request costs a reference per item, not a copy: the items a request
+/// carried are the very allocations the next request carries (which is what
+/// lets providers keep each item's wire form from one step to the next).
+#[tokio::test]
+async fn each_request_carries_the_same_item_allocations_as_the_one_before() {
+    let responses: Vec<serde_json::Value> = (0..4)
+        .map(|i| {
+            serde_json::json!({
+                "text": format!("Step {i}."),
+                "tool_calls": [{"name": "grep", "arguments": {"pattern": format!("answer|{i}")}}]
+            })
+        })
+        .chain([serde_json::json!({"text": "notes.txt says 42."})])
+        .collect();
+    let h = harness(&serde_json::Value::Array(responses).to_string(), false);
+    let (outcome, _log, _events) = run(&h, ContractKind::Observe, "What does notes.txt say?").await;
+    assert_eq!(outcome.state, TerminalState::Completed, "{outcome:?}");
+    let requests = h.provider.requests();
+    assert_eq!(requests.len(), 5);
+    for pair in requests.windows(2) {
+        let (before, after) = (&pair[0].history, &pair[1].history);
+        // All but the state snapshot, which is written for each request.
+        let logged = before.len()
+            - usize::from(matches!(
+                before.last().map(|i| &**i),
+                Some(TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::StateSnapshot,
+                    ..
+                })
+            ));
+        assert!(logged >= 1 && after.len() > logged);
+        for (i, item) in before[..logged].iter().enumerate() {
+            assert!(
+                Arc::ptr_eq(item, &after[i]),
+                "item {i} was copied: {item:?}"
+            );
+        }
+        // Results travel without receipts.
+        assert!(after.iter().all(|i| !matches!(
+            &**i,
+            TranscriptItem::ToolResult {
+                receipt: Some(_),
+                ..
+            }
+        )));
+    }
 }

@@ -134,7 +134,7 @@ fn request_text(request: &ModelRequest) -> String {
     let mut out = request.system.clone();
     for item in &request.history {
         out.push('\n');
-        match item {
+        match &**item {
             TranscriptItem::UserInput { text }
             | TranscriptItem::AssistantOutput { text, .. }
             | TranscriptItem::HarnessMessage { text, .. } => out.push_str(text),
@@ -181,7 +181,7 @@ fn assert_text_only(requests: &[ModelRequest]) {
             "tool schemas sent to a text-protocol model"
         );
         assert!(r.history.iter().all(|i| !matches!(
-            i,
+            &**i,
             TranscriptItem::ToolCall { .. } | TranscriptItem::ToolResult { .. }
         )));
         assert!(r.system.contains("## scan_term"), "tool block missing");
@@ -207,7 +207,7 @@ async fn seed_forgery_is_rejected_and_never_reaches_the_next_request() {
     assert!(!second.contains("0 times"), "{second}");
     assert!(second.contains(PROTOCOL_PLACEHOLDER), "{second}");
     assert!(matches!(
-        requests[1].history.last(),
+        requests[1].history.last().map(|i| &**i),
         Some(TranscriptItem::HarnessMessage {
             kind: HarnessMessageKind::ProtocolPlaceholder,
             ..
@@ -281,7 +281,7 @@ async fn honest_path_harness_writes_the_observation_and_the_run_completes() {
     assert_text_only(&requests);
     assert!(requests[0].stop.iter().any(|s| s == "Observation:"));
     // The Observation the model reads was written by the harness from the real result.
-    let observation = requests[1].history.iter().find_map(|i| match i {
+    let observation = requests[1].history.iter().find_map(|i| match &**i {
         TranscriptItem::HarnessMessage {
             kind: HarnessMessageKind::Observation,
             text,
@@ -382,14 +382,14 @@ async fn an_observe_contract_without_an_executed_action_cannot_complete() {
     assert_eq!(requests.len(), 2);
     let history = &requests[1].history;
     assert!(matches!(
-        &history[history.len() - 2],
+        &*history[history.len() - 2],
         TranscriptItem::HarnessMessage {
             kind: HarnessMessageKind::Corrective,
             ..
         }
     ));
     assert!(matches!(
-        history.last(),
+        history.last().map(|i| &**i),
         Some(TranscriptItem::HarnessMessage {
             kind: HarnessMessageKind::StateSnapshot,
             ..

@@ -99,7 +99,7 @@ impl ModelProvider for Checking {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let durable = self.durable.lock().unwrap().clone();
         for item in &request.history {
-            if let TranscriptItem::ToolResult { call_id, .. } = item {
+            if let TranscriptItem::ToolResult { call_id, .. } = &**item {
                 let stored = durable.iter().any(|e| {
                     matches!(e, LogEntry::Item { item: TranscriptItem::ToolResult { call_id: c, .. } } if c == call_id)
                 });

@@ -18,7 +18,7 @@ fn request(history: &[TranscriptItem]) -> ModelRequest {
             .iter()
             .map(|t| t.spec().clone())
             .collect(),
-        history: history.to_vec(),
+        history: attest_core::provider::shared_history(history.to_vec()),
         stream: false,
         max_tokens: 256,
         temperature: None,

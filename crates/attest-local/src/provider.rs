@@ -272,10 +272,10 @@ pub fn messages_of(request: &ModelRequest) -> Vec<ChatMessage> {
         system.push_str(TOOL_RESULT_NOTE);
     }
     let mut out = vec![ChatMessage::new("system", system)];
-    let items = &request.history;
+    let items: Vec<&TranscriptItem> = request.history.iter().map(|item| &**item).collect();
     let mut i = 0;
     while i < items.len() {
-        match &items[i] {
+        match items[i] {
             TranscriptItem::UserInput { text } | TranscriptItem::HarnessMessage { text, .. } => {
                 out.push(ChatMessage::new("user", text.clone()));
                 i += 1;
@@ -285,7 +285,7 @@ pub fn messages_of(request: &ModelRequest) -> Vec<ChatMessage> {
                 i += 1;
                 while let Some(TranscriptItem::ToolCall {
                     name, arguments, ..
-                }) = items.get(i)
+                }) = items.get(i).copied()
                 {
                     m.tool_calls
                         .push((name.clone(), arguments_value(arguments)));
@@ -297,7 +297,7 @@ pub fn messages_of(request: &ModelRequest) -> Vec<ChatMessage> {
                 let mut m = ChatMessage::new("assistant", "");
                 while let Some(TranscriptItem::ToolCall {
                     name, arguments, ..
-                }) = items.get(i)
+                }) = items.get(i).copied()
                 {
                     m.tool_calls
                         .push((name.clone(), arguments_value(arguments)));

@@ -579,7 +579,7 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
     let request = ModelRequest {
         system: "You are a helpful assistant.".into(),
         tools: vec![read_file_tool()],
-        history: vec![
+        history: attest_core::provider::shared_history(vec![
             TranscriptItem::UserInput {
                 text: "Read a.txt".into(),
             },
@@ -601,7 +601,7 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
                 output: "hello".into(),
                 receipt: None,
             },
-        ],
+        ]),
         stream: true,
         max_tokens: 4096,
         temperature: None,
@@ -622,9 +622,11 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
     // A second, longer request reuses the first's prompt up to where the
     // generation prompt (`<|im_start|>assistant\n`) gives way to the new turn.
     let mut longer = request.clone();
-    longer.history.push(TranscriptItem::UserInput {
-        text: "Thanks.".into(),
-    });
+    longer
+        .history
+        .push(std::sync::Arc::new(TranscriptItem::UserInput {
+            text: "Thanks.".into(),
+        }));
     provider.complete(&longer).await.unwrap();
     let s2 = provider.last_call().unwrap().generation;
     let generation_prompt = model().tokenize("assistant\n").unwrap().len();
@@ -644,9 +646,9 @@ async fn the_provider_streams_each_decoded_piece_to_the_sink() {
     let request = ModelRequest {
         system: "You are a helpful assistant.".into(),
         tools: vec![],
-        history: vec![TranscriptItem::UserInput {
+        history: attest_core::provider::shared_history(vec![TranscriptItem::UserInput {
             text: "Repeat exactly: café 🙂 naïve 日本".into(),
-        }],
+        }]),
         stream: true,
         max_tokens: 4096,
         temperature: None,
@@ -688,7 +690,7 @@ fn responses_are_parsed_into_calls_answers_or_violations() {
     let request = ModelRequest {
         system: String::new(),
         tools: vec![read_file_tool()],
-        history: vec![],
+        history: Vec::new(),
         stream: false,
         max_tokens: 100,
         temperature: None,
@@ -761,9 +763,9 @@ async fn the_requests_seed_decides_what_is_sampled() {
     let request = |seed: u64| ModelRequest {
         system: "You are a storyteller.".into(),
         tools: vec![],
-        history: vec![TranscriptItem::UserInput {
+        history: attest_core::provider::shared_history(vec![TranscriptItem::UserInput {
             text: "Tell me a story about a fox.".into(),
-        }],
+        }]),
         stream: false,
         max_tokens: 24,
         temperature: Some(1.2),

@@ -1,8 +1,12 @@
 //! Per-step provider cost: normalizing the transcript and building the body
-//! (done on every model call), and parsing a streamed response.
+//! (done on every model call), and parsing a streamed response. The body is
+//! timed written whole (`*_whole`, as before the pieces were kept) and
+//! built from kept pieces (`*_kept`: all of them kept by an earlier request
+//! of the run; a real step adds its one or two new items to that).
 
 use attest_protocol::{AssistantPhase, EffectClass, ReceiptStatus, ToolSpec, TranscriptItem};
-use attest_providers::{anthropic, openai, pairing, ModelRequest};
+use attest_providers::fragments::Fragments;
+use attest_providers::{anthropic, openai, pairing, shared_history, ModelRequest};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::json;
 
@@ -67,7 +71,7 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
     ModelRequest {
         system: "You are attest, an evidence-first agent. ".repeat(20),
         tools: tools(),
-        history,
+        history: shared_history(history),
         stream: true,
         max_tokens: 4096,
         temperature: Some(0.2),
@@ -79,27 +83,29 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
 
 fn bench_build(c: &mut Criterion) {
     let mut group = c.benchmark_group("normalize_and_build");
+    type Build = fn(&ModelRequest, &str, &mut Fragments) -> String;
+    let wires: [(&str, Build); 2] = [
+        ("openai", openai::body_json_kept),
+        ("anthropic", anthropic::body_json_kept),
+    ];
     for n in [10, 100, 500, 5_000] {
-        let history = transcript(n);
+        let shared = shared_history(transcript(n));
         let base = request(vec![]);
-        group.bench_with_input(BenchmarkId::new("openai", n), &history, |b, h| {
-            b.iter(|| {
-                let req = ModelRequest {
-                    history: pairing::normalize(h).items,
-                    ..base.clone()
-                };
-                black_box(openai::body_json(&req, "gpt-test"))
-            })
-        });
-        group.bench_with_input(BenchmarkId::new("anthropic", n), &history, |b, h| {
-            b.iter(|| {
-                let req = ModelRequest {
-                    history: pairing::normalize(h).items,
-                    ..base.clone()
-                };
-                black_box(anthropic::body_json(&req, "claude-test"))
-            })
-        });
+        let normalized = |history: &[std::sync::Arc<TranscriptItem>]| ModelRequest {
+            history: pairing::normalize_shared(history).items,
+            ..base.clone()
+        };
+        for (wire, build) in wires {
+            group.bench_with_input(BenchmarkId::new(format!("{wire}_whole"), n), &n, |b, _| {
+                b.iter(|| black_box(build(&normalized(&shared), wire, &mut Fragments::default())))
+            });
+            // The request before this one carried all but the last item.
+            let mut kept = Fragments::default();
+            build(&normalized(&shared[..n - 1]), wire, &mut kept);
+            group.bench_with_input(BenchmarkId::new(format!("{wire}_kept"), n), &n, |b, _| {
+                b.iter(|| black_box(build(&normalized(&shared), wire, &mut kept)))
+            });
+        }
     }
     group.finish();
 }

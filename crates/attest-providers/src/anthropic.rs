@@ -1,11 +1,13 @@
 //! Anthropic Messages wire format (`POST /v1/messages`).
 
+use crate::fragments::{Fragments, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, ReceiptStatus, TranscriptItem, Usage};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Build the request body. `req.history` must already be normalized.
 /// Messages strictly alternate user / assistant: adjacent same-role content
@@ -19,14 +21,39 @@ use std::collections::{BTreeMap, HashMap};
 /// the end of the previous user turn, where the previous request's
 /// breakpoint was, so it is read back however many blocks this step added.
 pub fn build_body(req: &ModelRequest, model: &str) -> Value {
-    serde_json::to_value(body(req, model)).unwrap_or(Value::Null)
+    serde_json::to_value(body(req, model, None)).unwrap_or(Value::Null)
 }
 
 /// The request body as sent: the same JSON as [`build_body`], written in
 /// one pass from borrowed data (the per-step path: no `Value` tree of the
 /// whole history built and dropped each request).
 pub fn body_json(req: &ModelRequest, model: &str) -> String {
-    serde_json::to_string(&body(req, model)).unwrap_or_default()
+    serde_json::to_string(&body(req, model, None)).unwrap_or_default()
+}
+
+/// [`body_json`] with each content block's JSON kept in `kept` and copied
+/// from there by later requests that carry the same item (the per-step
+/// path: see [`Fragments`]). Blocks that carry a breakpoint, which moves
+/// from request to request, and the state snapshot are always written.
+pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> String {
+    let turns = turns(req);
+    kept.prune(turns.iter().map(|(_, blocks)| blocks.len()).sum());
+    for (block, volatile) in turns.iter().flat_map(|(_, blocks)| blocks) {
+        if let Some(items) = keepable(req, block, *volatile) {
+            kept.keep(items, block);
+        }
+    }
+    serde_json::to_string(&body(req, model, Some((turns, kept)))).unwrap_or_default()
+}
+
+/// The item a block is made from, where its JSON may be kept.
+fn keepable<'a>(
+    req: &'a ModelRequest,
+    block: &WireBlock<'_>,
+    volatile: bool,
+) -> Option<&'a [Arc<TranscriptItem>]> {
+    let i = block.source?;
+    (!volatile && block.cache_control.is_none()).then(|| &req.history[i..=i])
 }
 
 // Fields are declared in the order `serde_json::Map` sorts keys, so the
@@ -66,7 +93,7 @@ struct ToolDef<'a> {
 
 #[derive(Serialize)]
 struct Message<'a> {
-    content: Vec<WireBlock<'a>>,
+    content: Vec<Piece<'a, WireBlock<'a>>>,
     role: &'static str,
 }
 
@@ -80,7 +107,7 @@ struct WireBlock<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    input: Option<Value>,
+    input: Option<Arguments<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     is_error: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,6 +118,23 @@ struct WireBlock<'a> {
     tool_use_id: Option<&'a str>,
     #[serde(rename = "type")]
     kind: &'static str,
+    /// The index of the history item the block is made from.
+    #[serde(skip)]
+    source: Option<usize>,
+}
+
+/// A call's arguments as its `tool_use` input: parsed when the block is
+/// written (once, where its JSON is kept). Invalid arguments were already
+/// answered with an error result; the API only accepts an object here.
+struct Arguments<'a>(&'a str);
+
+impl Serialize for Arguments<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match serde_json::from_str::<Value>(self.0) {
+            Ok(object @ Value::Object(_)) => object.serialize(serializer),
+            _ => serde_json::Map::new().serialize(serializer),
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -105,19 +149,21 @@ const EPHEMERAL: Ephemeral = Ephemeral { kind: "ephemeral" };
 /// it changes from request to request (the state snapshot).
 type Turn<'a> = (bool, Vec<(WireBlock<'a>, bool)>);
 
-fn body<'a>(req: &'a ModelRequest, model: &'a str) -> Body<'a> {
+/// The history's messages as role and blocks, results sorted and
+/// breakpoints placed.
+fn turns(req: &ModelRequest) -> Vec<Turn<'_>> {
     // Position of each call, to put tool results in call order.
     let mut call_order: HashMap<&str, usize> = HashMap::new();
-    let mut turns: Vec<Turn<'a>> = Vec::new();
-    for item in &req.history {
+    let mut turns: Vec<Turn<'_>> = Vec::new();
+    for (index, item) in req.history.iter().enumerate() {
         let volatile = matches!(
-            item,
+            &**item,
             TranscriptItem::HarnessMessage {
                 kind: HarnessMessageKind::StateSnapshot,
                 ..
             }
         );
-        let (is_user, block) = match item {
+        let (is_user, block) = match &**item {
             TranscriptItem::UserInput { text } | TranscriptItem::HarnessMessage { text, .. } => {
                 (true, text_block(text))
             }
@@ -129,15 +175,9 @@ fn body<'a>(req: &'a ModelRequest, model: &'a str) -> Body<'a> {
             } => {
                 let n = call_order.len();
                 call_order.entry(call_id).or_insert(n);
-                // Invalid arguments were already answered with an error result;
-                // the API only accepts an object here.
-                let input = match serde_json::from_str::<Value>(arguments) {
-                    Ok(v @ Value::Object(_)) => v,
-                    _ => json!({}),
-                };
                 let block = WireBlock {
                     id: Some(call_id),
-                    input: Some(input),
+                    input: Some(Arguments(arguments)),
                     name: Some(name),
                     kind: "tool_use",
                     ..WireBlock::default()
@@ -163,6 +203,10 @@ fn body<'a>(req: &'a ModelRequest, model: &'a str) -> Body<'a> {
         };
         // Empty text sends nothing; skipping it may join two same-role turns.
         let Some(block) = block else { continue };
+        let block = WireBlock {
+            source: Some(index),
+            ..block
+        };
         match turns.last_mut() {
             Some((last_is_user, blocks)) if *last_is_user == is_user => {
                 blocks.push((block, volatile))
@@ -179,14 +223,37 @@ fn body<'a>(req: &'a ModelRequest, model: &'a str) -> Body<'a> {
             });
         }
     }
-    let caching = req.cache_key.is_some();
-    if caching {
+    if req.cache_key.is_some() {
         place_message_breakpoints(&mut turns);
     }
+    turns
+}
+
+/// The body; with `kept`, the blocks of `turns` (as [`turns`] made them)
+/// are copied from their kept JSON where there is one.
+fn body<'a>(
+    req: &'a ModelRequest,
+    model: &'a str,
+    kept: Option<(Vec<Turn<'a>>, &'a Fragments)>,
+) -> Body<'a> {
+    let (turns, kept) = match kept {
+        Some((turns, kept)) => (turns, Some(kept)),
+        None => (turns(req), None),
+    };
+    let caching = req.cache_key.is_some();
     let messages = turns
         .into_iter()
         .map(|(is_user, blocks)| Message {
-            content: blocks.into_iter().map(|(b, _)| b).collect(),
+            content: blocks
+                .into_iter()
+                .map(|(block, volatile)| {
+                    let json = kept.and_then(|kept| kept.get(keepable(req, &block, volatile)?));
+                    match json {
+                        Some(json) => Piece::Kept(json),
+                        None => Piece::Fresh(block),
+                    }
+                })
+                .collect(),
             role: if is_user { "user" } else { "assistant" },
         })
         .collect();

@@ -2,6 +2,7 @@
 //! wire format. The API key never appears in errors or `Debug` output.
 
 use crate::content_calls::{self, ContentToolCalls};
+use crate::fragments::Fragments;
 use crate::responses::{self, ResponsesOptions};
 use crate::{
     anthropic, openai, sse, wire, ModelProvider, ModelRequest, ModelResponse, ProviderError,
@@ -12,6 +13,7 @@ use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Error bodies are cut to this many bytes.
@@ -96,6 +98,8 @@ pub struct HttpProvider {
     /// later runs are sent the earlier runs' calls.
     content_call_prefix: String,
     next_content_call: AtomicU64,
+    /// The JSON of the pieces earlier request bodies were made of.
+    kept: Mutex<Fragments>,
 }
 
 impl fmt::Debug for HttpProvider {
@@ -155,6 +159,7 @@ impl HttpProvider {
             endpoint,
             content_call_prefix: format!("call_{started:x}"),
             next_content_call: AtomicU64::new(1),
+            kept: Mutex::default(),
         })
     }
 
@@ -214,9 +219,13 @@ impl HttpProvider {
         } else {
             request
         };
+        // A poisoned lock still holds valid pieces (each is whole).
+        let kept = || self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let body = match self.cfg.wire {
-            WireFormat::OpenAiChat => openai::body_json(request, &self.cfg.model),
-            WireFormat::AnthropicMessages => anthropic::body_json(request, &self.cfg.model),
+            WireFormat::OpenAiChat => openai::body_json_kept(request, &self.cfg.model, &mut kept()),
+            WireFormat::AnthropicMessages => {
+                anthropic::body_json_kept(request, &self.cfg.model, &mut kept())
+            }
             WireFormat::OpenAiResponses => responses::build_body(
                 request,
                 &self.cfg.model,

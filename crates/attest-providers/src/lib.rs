@@ -20,6 +20,7 @@
 pub mod anthropic;
 pub mod content_calls;
 pub mod context_window;
+pub mod fragments;
 pub mod http;
 pub mod openai;
 pub mod relaxed_json;
@@ -35,6 +36,6 @@ mod wire;
 // implementors and callers of this crate.
 #[doc(no_inline)]
 pub use attest_core::provider::{
-    pairing, FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProtocolViolation,
-    ProviderError, TextSink,
+    pairing, shared_history, FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall,
+    ProtocolViolation, ProviderError, TextSink,
 };

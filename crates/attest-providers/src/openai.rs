@@ -1,26 +1,40 @@
 //! OpenAI Chat Completions wire format (also spoken by DeepSeek, Qwen, vLLM,
 //! Ollama and most "OpenAI-compatible" servers).
 
+use crate::fragments::{Fragments, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, TranscriptItem, Usage};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
 
 /// Build the request body. `req.history` must already be normalized. The
 /// body is a pure function of its inputs, and the system message and tools
 /// do not depend on the history (SPEC D5: stable prefix for caching).
 pub fn build_body(req: &ModelRequest, model: &str) -> Value {
-    serde_json::to_value(body(req, model)).unwrap_or(Value::Null)
+    serde_json::to_value(body(req, model, None)).unwrap_or(Value::Null)
 }
 
 /// The request body as sent: the same JSON as [`build_body`], written in
-/// one pass from borrowed data. The per-step path; a `Value` tree of the
-/// whole history built and dropped on every request was most of a
-/// request's cost on long runs.
+/// one pass from borrowed data (no `Value` tree of the whole history built
+/// and dropped on every request).
 pub fn body_json(req: &ModelRequest, model: &str) -> String {
-    serde_json::to_string(&body(req, model)).unwrap_or_default()
+    serde_json::to_string(&body(req, model, None)).unwrap_or_default()
+}
+
+/// [`body_json`] with each message's JSON kept in `kept` and copied from
+/// there by later requests that carry the same items (the per-step path:
+/// see [`Fragments`]).
+pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> String {
+    let messages = messages(&req.history);
+    kept.prune(messages.len());
+    for (range, message) in &messages {
+        kept.keep(&req.history[range.clone()], message);
+    }
+    serde_json::to_string(&body(req, model, Some((messages, kept)))).unwrap_or_default()
 }
 
 // Fields are declared in the order `serde_json::Map` sorts keys, so the
@@ -28,7 +42,7 @@ pub fn body_json(req: &ModelRequest, model: &str) -> String {
 #[derive(Serialize)]
 struct Body<'a> {
     max_tokens: u32,
-    messages: Vec<Message<'a>>,
+    messages: Vec<Piece<'a, Message<'a>>>,
     model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
@@ -99,38 +113,70 @@ fn message<'a>(role: &'static str, content: &'a str) -> Message<'a> {
     }
 }
 
-fn body<'a>(req: &'a ModelRequest, model: &'a str) -> Body<'a> {
-    let mut messages = vec![message("system", &req.system)];
-    let items = &req.history;
+/// The history's messages, each with the items it is made from.
+type Messages<'a> = Vec<(Range<usize>, Message<'a>)>;
+
+fn messages(items: &[Arc<TranscriptItem>]) -> Messages<'_> {
+    let mut messages = Vec::new();
     let mut i = 0;
     while i < items.len() {
-        match &items[i] {
+        let start = i;
+        let message = match &*items[i] {
             TranscriptItem::UserInput { text } | TranscriptItem::HarnessMessage { text, .. } => {
-                messages.push(message("user", text));
                 i += 1;
+                message("user", text)
             }
             TranscriptItem::AssistantOutput { text, .. } => {
                 let (calls, next) = tool_calls_from(items, i + 1);
-                messages.push(assistant_message(Some(text), calls));
                 i = next;
+                assistant_message(Some(text), calls)
             }
             TranscriptItem::ToolCall { .. } => {
                 let (calls, next) = tool_calls_from(items, i);
-                messages.push(assistant_message(None, calls));
                 i = next;
+                assistant_message(None, calls)
             }
             TranscriptItem::ToolResult {
                 call_id, output, ..
             } => {
-                messages.push(Message {
+                i += 1;
+                Message {
                     tool_call_id: Some(call_id),
                     ..message("tool", output)
-                });
-                i += 1;
+                }
             }
-            TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. } => i += 1,
-        }
+            TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. } => {
+                i += 1;
+                continue;
+            }
+        };
+        messages.push((start..i, message));
     }
+    messages
+}
+
+/// The body; with `kept`, the history's messages (as [`messages`] made
+/// them) are copied from their kept JSON where there is one.
+fn body<'a>(
+    req: &'a ModelRequest,
+    model: &'a str,
+    kept: Option<(Messages<'a>, &'a Fragments)>,
+) -> Body<'a> {
+    let mut out = vec![Piece::Fresh(message("system", &req.system))];
+    match kept {
+        Some((messages, kept)) => out.extend(messages.into_iter().map(|(range, message)| {
+            match kept.get(&req.history[range]) {
+                Some(json) => Piece::Kept(json),
+                None => Piece::Fresh(message),
+            }
+        })),
+        None => out.extend(
+            messages(&req.history)
+                .into_iter()
+                .map(|(_, message)| Piece::Fresh(message)),
+        ),
+    }
+    let messages = out;
     Body {
         max_tokens: req.max_tokens,
         messages,
@@ -161,14 +207,14 @@ fn body<'a>(req: &'a ModelRequest, model: &'a str) -> Body<'a> {
 
 /// Collect the run of `ToolCall`s starting at `start`; returns them in wire
 /// form and the index after the run.
-fn tool_calls_from(items: &[TranscriptItem], start: usize) -> (Vec<CallDef<'_>>, usize) {
+fn tool_calls_from(items: &[Arc<TranscriptItem>], start: usize) -> (Vec<CallDef<'_>>, usize) {
     let mut calls = Vec::new();
     let mut i = start;
     while let Some(TranscriptItem::ToolCall {
         call_id,
         name,
         arguments,
-    }) = items.get(i)
+    }) = items.get(i).map(|item| &**item)
     {
         calls.push(CallDef {
             function: CallFunction { arguments, name },

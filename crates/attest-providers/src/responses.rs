@@ -13,6 +13,7 @@ use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, TranscriptItem, Usage};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What `include` asks for to get reasoning back in a form that can be replayed.
 const INCLUDE_ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
@@ -77,10 +78,10 @@ pub fn build_body(req: &ModelRequest, model: &str, opts: ResponsesOptions) -> Va
     Value::Object(body)
 }
 
-fn input_items(items: &[TranscriptItem], opts: ResponsesOptions) -> Vec<Value> {
+fn input_items(items: &[Arc<TranscriptItem>], opts: ResponsesOptions) -> Vec<Value> {
     let mut input = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        match item {
+        match &**item {
             TranscriptItem::UserInput { text } | TranscriptItem::HarnessMessage { text, .. } => {
                 input.push(json!({
                     "type": "message", "role": "user",
@@ -94,7 +95,10 @@ fn input_items(items: &[TranscriptItem], opts: ResponsesOptions) -> Vec<Value> {
             } => {
                 // A reasoning item must be followed by the output it led to.
                 let followed = !text.is_empty()
-                    || matches!(items.get(i + 1), Some(TranscriptItem::ToolCall { .. }));
+                    || matches!(
+                        items.get(i + 1).map(|next| &**next),
+                        Some(TranscriptItem::ToolCall { .. })
+                    );
                 if opts.encrypted_reasoning && followed {
                     for blob in encrypted_reasoning {
                         input.push(json!({

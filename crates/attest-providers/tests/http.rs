@@ -30,7 +30,9 @@ fn request(stream: bool) -> ModelRequest {
     ModelRequest {
         system: "sys".into(),
         tools: vec![],
-        history: vec![TranscriptItem::UserInput { text: "hi".into() }],
+        history: attest_providers::shared_history([TranscriptItem::UserInput {
+            text: "hi".into(),
+        }]),
         stream,
         max_tokens: 100,
         temperature: None,

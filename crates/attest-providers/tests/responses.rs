@@ -6,7 +6,9 @@ use attest_protocol::{
 };
 use attest_providers::http::{HttpProvider, HttpProviderConfig, WireFormat};
 use attest_providers::responses::{self, ResponsesOptions, StreamAccumulator};
-use attest_providers::{FinishKind, ModelProvider, ModelRequest, ModelResponse, ProviderError};
+use attest_providers::{
+    shared_history, FinishKind, ModelProvider, ModelRequest, ModelResponse, ProviderError,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
 use wiremock::matchers::{header, method, path};
@@ -81,7 +83,7 @@ fn request(stream: bool) -> ModelRequest {
     ModelRequest {
         system: "You are attest.".into(),
         tools: tools(),
-        history: history(),
+        history: shared_history(history()),
         stream,
         max_tokens: 1024,
         temperature: Some(0.2),
@@ -182,7 +184,7 @@ fn encrypted_reasoning_goes_back_only_when_kept() {
 #[test]
 fn reasoning_without_a_following_output_is_not_sent() {
     let mut req = request(false);
-    req.history = vec![
+    req.history = shared_history([
         TranscriptItem::UserInput { text: "hi".into() },
         TranscriptItem::AssistantOutput {
             text: String::new(),
@@ -193,7 +195,7 @@ fn reasoning_without_a_following_output_is_not_sent() {
         TranscriptItem::UserInput {
             text: "again".into(),
         },
-    ];
+    ]);
     let body = responses::build_body(&req, "m", KEEP);
     assert_eq!(input_types(&body), ["message", "message"]);
 }
@@ -204,7 +206,7 @@ fn bodies_are_byte_identical_and_the_prefix_is_stable() {
     let b = responses::build_body(&request(false), "m", KEEP).to_string();
     assert_eq!(a, b);
     let short = ModelRequest {
-        history: history()[..1].to_vec(),
+        history: shared_history(history()[..1].to_vec()),
         ..request(false)
     };
     let long = responses::build_body(&request(false), "m", KEEP);

@@ -7,7 +7,7 @@ use attest_protocol::{
 };
 use attest_providers::scripted::{ScriptedProvider, ScriptedResponse};
 use attest_providers::text_protocol::{render, TextProtocolProvider, STOP_SEQUENCES};
-use attest_providers::{FinishKind, ModelProvider, ModelRequest};
+use attest_providers::{shared_history, FinishKind, ModelProvider, ModelRequest};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -63,7 +63,7 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
     ModelRequest {
         system: "BASE PROMPT".into(),
         tools: tools(),
-        history,
+        history: shared_history(history),
         stream: false,
         max_tokens: 256,
         temperature: Some(0.0),
@@ -87,10 +87,10 @@ fn adapter(texts: &[&str]) -> (Arc<ScriptedProvider>, TextProtocolProvider) {
     (inner, adapter)
 }
 
-fn no_native_items(history: &[TranscriptItem]) -> bool {
+fn no_native_items<T: std::borrow::Borrow<TranscriptItem>>(history: &[T]) -> bool {
     !history.iter().any(|i| {
         matches!(
-            i,
+            i.borrow(),
             TranscriptItem::ToolCall { .. } | TranscriptItem::ToolResult { .. }
         )
     })
@@ -156,7 +156,7 @@ async fn inner_request_has_no_tools_a_tool_block_and_stop_sequences() {
     for stop in STOP_SEQUENCES {
         assert!(sent.stop.iter().any(|s| s == stop));
     }
-    assert_eq!(sent.history, vec![user("Does it mention MCP?")]);
+    assert_eq!(sent.history, shared_history([user("Does it mention MCP?")]));
     assert_eq!(adapter.api_family(), "text_protocol+scripted");
     assert_eq!(adapter.name(), "scripted");
     assert_eq!(adapter.model(), "scripted");
@@ -208,14 +208,14 @@ async fn next_request_carries_the_harness_observation_as_text() {
     assert!(no_native_items(&sent.history));
     assert_eq!(
         sent.history,
-        vec![
+        shared_history([
             user("q"),
             commentary("Thought: I will search.\nAction: scan_term[{\"term\":\"MCP\"}]"),
             TranscriptItem::HarnessMessage {
                 kind: HarnessMessageKind::Observation,
                 text: "Observation: {\"count\":3,\"hits\":[]}".into(),
             },
-        ]
+        ])
     );
 }
 

@@ -3,8 +3,11 @@
 use attest_protocol::{
     AssistantPhase, EffectClass, HarnessMessageKind, ReceiptStatus, ToolSpec, TranscriptItem,
 };
-use attest_providers::{anthropic, openai, FinishKind, ModelRequest, ProviderError};
+use attest_providers::{
+    anthropic, openai, shared_history, FinishKind, ModelRequest, ProviderError,
+};
 use serde_json::json;
+use std::sync::Arc;
 
 fn tools() -> Vec<ToolSpec> {
     vec![
@@ -76,7 +79,7 @@ fn request(stream: bool) -> ModelRequest {
     ModelRequest {
         system: "You are attest.".into(),
         tools: tools(),
-        history: history(),
+        history: shared_history(history()),
         stream,
         max_tokens: 1024,
         temperature: Some(0.2),
@@ -109,11 +112,11 @@ fn the_openai_body_as_sent_is_the_sorted_json_of_its_value_form() {
     full.stop = vec!["Observation:".into()];
     full.cache_key = Some("attest-session-1".into());
     full.temperature = None;
-    full.history.push(TranscriptItem::ToolCall {
+    full.history.push(Arc::new(TranscriptItem::ToolCall {
         call_id: "call_3".into(),
         name: "read_file".into(),
         arguments: "{\"path\":\"a \\\"quoted\\\" name\"}".into(),
-    });
+    }));
     variants.push(full);
     let mut bare = request(false);
     bare.tools.clear();
@@ -133,10 +136,12 @@ fn the_anthropic_body_as_sent_is_the_sorted_json_of_its_value_form() {
     let mut cached = request(true);
     cached.cache_key = Some("attest-session-1".into());
     cached.stop = vec!["Observation:".into()];
-    cached.history.push(TranscriptItem::HarnessMessage {
-        kind: HarnessMessageKind::StateSnapshot,
-        text: "[attest] state".into(),
-    });
+    cached
+        .history
+        .push(Arc::new(TranscriptItem::HarnessMessage {
+            kind: HarnessMessageKind::StateSnapshot,
+            text: "[attest] state".into(),
+        }));
     variants.push(cached.clone());
     // No system prompt: the breakpoint moves to the last tool.
     let mut no_system = cached;
@@ -158,10 +163,10 @@ fn full_request(system: &str) -> ModelRequest {
     req.stop = vec!["Observation:".into()];
     req.cache_key = Some("attest-session-1".into());
     req.temperature = None;
-    req.history.push(TranscriptItem::HarnessMessage {
+    req.history.push(Arc::new(TranscriptItem::HarnessMessage {
         kind: HarnessMessageKind::StateSnapshot,
         text: "[attest] state".into(),
-    });
+    }));
     req
 }
 
@@ -196,7 +201,7 @@ fn anthropic_body_snapshots() {
 #[test]
 fn bodies_are_byte_identical_and_prefix_stable() {
     let short = ModelRequest {
-        history: history()[..1].to_vec(),
+        history: shared_history(history()[..1].to_vec()),
         ..request(false)
     };
     for build in [
@@ -242,7 +247,7 @@ fn openai_body_without_tools_omits_tool_choice() {
 #[test]
 fn openai_calls_without_commentary_get_null_content() {
     let req = ModelRequest {
-        history: history()[2..6].to_vec(),
+        history: shared_history(history()[2..6].to_vec()),
         ..request(false)
     };
     let body = openai::build_body(&req, "m");
@@ -270,7 +275,7 @@ fn anthropic_alternates_roles_and_defaults_bad_arguments() {
         },
     );
     let req = ModelRequest {
-        history: h,
+        history: shared_history(h),
         stop: vec!["END".into()],
         ..request(false)
     };

@@ -8,14 +8,14 @@
 
 use super::run::Run;
 use super::{prefix_hash, EngineError};
+use crate::provider::pairing;
 use crate::state::count_tokens;
 use attest_protocol::{
     AssistantPhase, CacheResetPoint, CacheResetReason, HarnessMessageKind, LogEntry, ToolSpec,
     TranscriptItem,
 };
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Token budgets for the history part of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,23 +151,27 @@ impl CompactionBudget {
     }
 }
 
-/// JSON bytes of one transcript item as requests carry it, taken once when
-/// the item is logged; its tokens are counted the first time a budget
-/// needs them (most runs never do: their bytes stay under the budget).
-pub(super) fn item_size(item: &TranscriptItem) -> ItemSize {
-    ItemSize {
+/// What is kept of one transcript item when it is logged, so that no
+/// request redoes it: its JSON bytes; its tokens, counted the first time a
+/// budget needs them (most runs never do: their bytes stay under the
+/// budget); and its request form, shared by every request that carries it.
+pub(super) fn item_cache(item: &TranscriptItem) -> ItemCache {
+    ItemCache {
         bytes: serde_json::to_string(item).map_or(0, |json| json.len()),
         tokens: OnceLock::new(),
+        request_form: Arc::new(pairing::without_receipt(item)),
     }
 }
 
-#[derive(Debug, Clone, Default)]
-pub(super) struct ItemSize {
+#[derive(Debug, Clone)]
+pub(super) struct ItemCache {
     pub(super) bytes: usize,
     tokens: OnceLock<usize>,
+    /// The item as requests carry it (no receipt).
+    pub(super) request_form: Arc<TranscriptItem>,
 }
 
-impl ItemSize {
+impl ItemCache {
     /// Tokens of `item`, the item this is the size of; counted once.
     pub(super) fn tokens(&self, item: &TranscriptItem) -> usize {
         *self
@@ -177,7 +181,7 @@ impl ItemSize {
 }
 
 /// Bytes of a JSON array of items of these sizes, as `serde_json` writes it.
-pub(super) fn array_bytes(sizes: &[ItemSize]) -> usize {
+pub(super) fn array_bytes(sizes: &[ItemCache]) -> usize {
     2 + sizes.iter().map(|s| s.bytes).sum::<usize>() + sizes.len().saturating_sub(1)
 }
 
@@ -201,29 +205,34 @@ impl Run<'_> {
 
     /// What requests are built from: earlier turns and this run's items, or
     /// after a compaction, its summary and the items it did not cover.
-    /// Borrowed: the request copies each item once, in normalization.
-    pub(super) fn request_history(&self) -> Vec<Cow<'_, TranscriptItem>> {
+    /// Each item in its shared request form: a request costs a reference
+    /// per item, not a copy.
+    pub(super) fn request_history(&self) -> Vec<Arc<TranscriptItem>> {
+        let forms = |caches: &[ItemCache]| -> Vec<Arc<TranscriptItem>> {
+            caches.iter().map(|c| Arc::clone(&c.request_form)).collect()
+        };
         match self.latest_compaction() {
             Some((_, covers, summary)) => {
-                let mut out = vec![Cow::Owned(TranscriptItem::HarnessMessage {
+                let mut out = vec![Arc::new(TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::CompactionSummary,
                     text: summary.to_string(),
                 })];
+                let rest = covers.min(self.items.len());
                 out.extend(
-                    self.items[covers.min(self.items.len())..]
+                    self.item_caches
+                        .get(rest..)
+                        .unwrap_or_default()
                         .iter()
-                        .filter(|i| !matches!(i, TranscriptItem::Compaction { .. }))
-                        .map(Cow::Borrowed),
+                        .filter(|c| !matches!(*c.request_form, TranscriptItem::Compaction { .. }))
+                        .map(|c| Arc::clone(&c.request_form)),
                 );
                 out
             }
-            None => self
-                .cfg
-                .prior_history
-                .iter()
-                .chain(&self.items)
-                .map(Cow::Borrowed)
-                .collect(),
+            None => {
+                let mut out = forms(&self.prior_caches);
+                out.extend(forms(&self.item_caches));
+                out
+            }
         }
     }
 
@@ -235,8 +244,8 @@ impl Run<'_> {
 
     /// `measure` summed over the items [`Run::request_history`] is built
     /// from (a compaction item stands for its summary).
-    fn request_history_sum(&self, measure: impl Fn(&ItemSize, &TranscriptItem) -> usize) -> usize {
-        let of = |i: usize| measure(&self.item_sizes[i], &self.items[i]);
+    fn request_history_sum(&self, measure: impl Fn(&ItemCache, &TranscriptItem) -> usize) -> usize {
+        let of = |i: usize| measure(&self.item_caches[i], &self.items[i]);
         match self.latest_compaction() {
             Some((index, covers, _)) => {
                 let rest = covers.min(self.items.len());
@@ -247,7 +256,7 @@ impl Run<'_> {
                         .sum::<usize>()
             }
             None => {
-                self.prior_sizes
+                self.prior_caches
                     .iter()
                     .zip(&self.cfg.prior_history)
                     .map(|(size, item)| measure(size, item))
@@ -394,7 +403,7 @@ impl Run<'_> {
             start + 1
         };
         for i in (lowest..self.items.len()).rev() {
-            tail_tokens += self.item_sizes[i].tokens(&self.items[i]);
+            tail_tokens += self.item_caches[i].tokens(&self.items[i]);
             if tail_tokens > keep_recent {
                 break;
             }

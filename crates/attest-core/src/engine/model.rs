@@ -74,19 +74,19 @@ impl Run<'_> {
                 })?;
             }
         }
-        let mut normalized = pairing::normalize(self.request_history().iter().map(AsRef::as_ref));
+        let mut normalized = pairing::normalize_shared(&self.request_history());
         // The state snapshot goes last and is never logged (SPEC E3).
         let tail = self
             .state
             .has_progress()
             .then(|| render_tail(&self.state, &TailBudget::default()));
         if let Some(tail) = &tail {
-            let snapshot = TranscriptItem::HarnessMessage {
+            let snapshot = Arc::new(TranscriptItem::HarnessMessage {
                 kind: HarnessMessageKind::StateSnapshot,
                 text: tail.text.clone(),
-            };
+            });
             // A fresh reminder stays the latest user-role message (SPEC F10).
-            let at = match normalized.items.last() {
+            let at = match normalized.items.last().map(|i| &**i) {
                 Some(TranscriptItem::HarnessMessage {
                     kind: HarnessMessageKind::Reminder,
                     ..
@@ -118,19 +118,19 @@ impl Run<'_> {
                 let mut summary = source("compaction_summary", 1, summary_bytes);
                 summary.truncated = true;
                 context_sources.push(summary);
-                let rest = &self.item_sizes[covers.min(self.items.len())..];
+                let rest = &self.item_caches[covers.min(self.items.len())..];
                 context_sources.push(source("run_transcript", rest.len(), array_bytes(rest)));
             }
             None => {
                 context_sources.push(source(
                     "session_history",
                     self.cfg.prior_history.len(),
-                    array_bytes(&self.prior_sizes),
+                    array_bytes(&self.prior_caches),
                 ));
                 context_sources.push(source(
                     "run_transcript",
                     self.items.len(),
-                    array_bytes(&self.item_sizes),
+                    array_bytes(&self.item_caches),
                 ));
             }
         }

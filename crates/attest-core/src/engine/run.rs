@@ -1,7 +1,7 @@
 //! The loop of one run and its terminal decision.
 
 use super::calls::CallsOutcome;
-use super::compaction::{item_size, CompactionBudget, ItemSize};
+use super::compaction::{item_cache, CompactionBudget, ItemCache};
 use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
@@ -57,9 +57,9 @@ pub(super) struct Run<'a> {
     /// This run's transcript items (earlier turns are in `cfg.prior_history`).
     pub(super) items: Vec<TranscriptItem>,
     /// Tokens and bytes of each of `items`, taken once when it was logged.
-    pub(super) item_sizes: Vec<ItemSize>,
+    pub(super) item_caches: Vec<ItemCache>,
     /// The same for `cfg.prior_history`.
-    pub(super) prior_sizes: Vec<ItemSize>,
+    pub(super) prior_caches: Vec<ItemCache>,
     /// The prefix hash and what it was computed for.
     pub(super) prefix_cache: Option<(PrefixKey, String)>,
     /// This run's budgets: from the model's context window when known.
@@ -207,8 +207,8 @@ impl<'a> Run<'a> {
         }
         let internal_registry =
             Arc::new(ToolRegistry::new(internal).expect("uniquely named internal tools"));
-        let item_sizes = items.iter().map(item_size).collect();
-        let prior_sizes = cfg.prior_history.iter().map(item_size).collect();
+        let item_caches = items.iter().map(item_cache).collect();
+        let prior_caches = cfg.prior_history.iter().map(item_cache).collect();
         let compaction = CompactionBudget::new(
             cfg.context_window,
             &cfg.compaction,
@@ -224,8 +224,8 @@ impl<'a> Run<'a> {
             trace_id: cfg.trace_id.clone(),
             seq: last_seq,
             items,
-            item_sizes,
-            prior_sizes,
+            item_caches,
+            prior_caches,
             prefix_cache: None,
             compaction,
             cache_key: cache_key(&cfg.session_id),
@@ -980,7 +980,7 @@ impl<'a> Run<'a> {
 
     pub(super) fn push(&mut self, item: TranscriptItem) -> Result<(), EngineError> {
         self.log.append(&LogEntry::Item { item: item.clone() })?;
-        self.item_sizes.push(item_size(&item));
+        self.item_caches.push(item_cache(&item));
         self.items.push(item);
         Ok(())
     }

@@ -10,7 +10,8 @@ pub mod pairing;
 mod types;
 
 pub use types::{
-    FinishKind, ModelRequest, ModelResponse, ParsedCall, ProtocolViolation, ProviderError, TextSink,
+    shared_history, FinishKind, ModelRequest, ModelResponse, ParsedCall, ProtocolViolation,
+    ProviderError, TextSink,
 };
 
 use async_trait::async_trait;

@@ -19,7 +19,9 @@
 //!   providers require unique call ids, and its result would be ambiguous.
 
 use attest_protocol::{ReceiptStatus, TranscriptItem};
+use std::borrow::Borrow;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// What the model is shown for a call that never returned.
 pub const INTERRUPTED_OUTPUT: &str =
@@ -27,8 +29,8 @@ pub const INTERRUPTED_OUTPUT: &str =
 
 /// A history that satisfies [`validate_strict`], plus what was changed to get there.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Normalized {
-    pub items: Vec<TranscriptItem>,
+pub struct Normalized<T = TranscriptItem> {
+    pub items: Vec<T>,
     pub notes: Vec<String>,
 }
 
@@ -38,11 +40,40 @@ pub struct Normalized {
 /// sees the output), and copying every receipt of the history for each
 /// request was a cost that grew with the run.
 pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Normalized {
-    let visible: Vec<&TranscriptItem> = items
+    normalize_with(items, without_receipt, |made| made)
+}
+
+/// [`normalize`] of shared items, as requests carry them: an item that
+/// passes unchanged (one without a receipt) is passed on, not copied, so
+/// that a run's requests share their items with it and with each other.
+pub fn normalize_shared<'a>(
+    items: impl IntoIterator<Item = &'a Arc<TranscriptItem>>,
+) -> Normalized<Arc<TranscriptItem>> {
+    normalize_with(
+        items,
+        |item| match &**item {
+            TranscriptItem::ToolResult {
+                receipt: Some(_), ..
+            } => Arc::new(without_receipt(item)),
+            _ => Arc::clone(item),
+        },
+        Arc::new,
+    )
+}
+
+/// The one implementation of the rule, for owned and shared items: `keep`
+/// gives the output form of an item that stays, `made` that of a
+/// synthetic (interrupted) result.
+fn normalize_with<'a, T: Borrow<TranscriptItem> + 'a, O>(
+    items: impl IntoIterator<Item = &'a T>,
+    keep: impl Fn(&'a T) -> O,
+    made: impl Fn(TranscriptItem) -> O,
+) -> Normalized<O> {
+    let visible: Vec<&T> = items
         .into_iter()
         .filter(|i| {
             !matches!(
-                i,
+                (*i).borrow(),
                 TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. }
             )
         })
@@ -52,24 +83,28 @@ pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Nor
     let mut seen_calls: HashSet<&str> = HashSet::new();
     let mut i = 0;
     while i < visible.len() {
-        match visible[i] {
+        match visible[i].borrow() {
             TranscriptItem::ToolCall { .. } => {
                 // Calls of this block: (id, name, answered).
                 let mut block: Vec<(&str, &str, bool)> = Vec::new();
-                while let Some(TranscriptItem::ToolCall { call_id, name, .. }) = visible.get(i) {
+                while let Some(TranscriptItem::ToolCall { call_id, name, .. }) =
+                    visible.get(i).map(|v| (*v).borrow())
+                {
                     if seen_calls.insert(call_id) {
                         block.push((call_id, name, false));
-                        out.push(visible[i].clone());
+                        out.push(keep(visible[i]));
                     } else {
                         notes.push(format!("dropped a repeated tool call with id `{call_id}`"));
                     }
                     i += 1;
                 }
-                while let Some(TranscriptItem::ToolResult { call_id, .. }) = visible.get(i) {
+                while let Some(TranscriptItem::ToolResult { call_id, .. }) =
+                    visible.get(i).map(|v| (*v).borrow())
+                {
                     match block.iter_mut().find(|(id, _, _)| id == call_id) {
                         Some((_, _, answered)) if !*answered => {
                             *answered = true;
-                            out.push(without_receipt(visible[i]));
+                            out.push(keep(visible[i]));
                         }
                         Some(_) => {
                             notes.push(format!("dropped a duplicate result for call `{call_id}`"))
@@ -82,15 +117,15 @@ pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Nor
                 }
                 for (id, name, _) in block.iter().filter(|(_, _, answered)| !answered) {
                     notes.push(format!("added an interrupted result for call `{id}`"));
-                    out.push(interrupted_result(id, name));
+                    out.push(made(interrupted_result(id, name)));
                 }
             }
             TranscriptItem::ToolResult { call_id, .. } => {
                 notes.push(format!("dropped an orphan result for call `{call_id}`"));
                 i += 1;
             }
-            other => {
-                out.push(other.clone());
+            _ => {
+                out.push(keep(visible[i]));
                 i += 1;
             }
         }
@@ -98,8 +133,9 @@ pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Nor
     Normalized { items: out, notes }
 }
 
-/// A copy of `item`; a result's copy leaves its receipt out.
-fn without_receipt(item: &TranscriptItem) -> TranscriptItem {
+/// A copy of `item`; a result's copy leaves its receipt out (the form a
+/// request carries it in).
+pub fn without_receipt(item: &TranscriptItem) -> TranscriptItem {
     match item {
         TranscriptItem::ToolResult {
             call_id,
@@ -131,9 +167,10 @@ pub fn interrupted_result(call_id: &str, name: &str) -> TranscriptItem {
 
 /// Check the pairing invariant without changing anything. `Terminal` items
 /// are ignored, as in [`normalize`]. The error names the first violation.
-pub fn validate_strict(items: &[TranscriptItem]) -> Result<(), String> {
+pub fn validate_strict<T: Borrow<TranscriptItem>>(items: &[T]) -> Result<(), String> {
     let visible: Vec<(usize, &TranscriptItem)> = items
         .iter()
+        .map(Borrow::borrow)
         .enumerate()
         .filter(|(_, i)| {
             !matches!(
@@ -219,6 +256,31 @@ mod tests {
     }
 
     #[test]
+    fn shared_items_that_pass_unchanged_are_passed_on_not_copied() {
+        let items: Vec<Arc<TranscriptItem>> = [user("q"), call("a"), call("b"), result("b")]
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let n = normalize_shared(&items);
+        let owned: Vec<TranscriptItem> = items.iter().map(|i| (**i).clone()).collect();
+        let expected = normalize(&owned);
+        assert_eq!(
+            n.items.iter().map(|i| (**i).clone()).collect::<Vec<_>>(),
+            expected.items
+        );
+        assert_eq!(n.notes, expected.notes);
+        for (kept, original) in n.items.iter().zip(&items) {
+            assert!(Arc::ptr_eq(kept, original), "{kept:?} was copied");
+        }
+        // `b` is answered and `a` is not: its synthetic result is new.
+        assert_eq!(n.items.len(), 5);
+        assert!(matches!(
+            &*n.items[4],
+            TranscriptItem::ToolResult { call_id, status: ReceiptStatus::Interrupted, .. } if call_id == "a"
+        ));
+    }
+
+    #[test]
     fn results_come_out_without_their_receipts() {
         let now = chrono::Utc::now();
         let receipt = attest_protocol::Receipt {
@@ -240,9 +302,11 @@ mod tests {
             output: "out a".into(),
             receipt: Some(receipt),
         };
-        let n = normalize(&[call("a"), with_receipt]);
+        let n = normalize(&[call("a"), with_receipt.clone()]);
         assert_eq!(n.items, vec![call("a"), result("a")]);
         assert!(n.notes.is_empty());
+        let shared = normalize_shared(&[Arc::new(call("a")), Arc::new(with_receipt)]);
+        assert_eq!(*shared.items[1], result("a"));
     }
 
     #[test]

@@ -1,13 +1,18 @@
 use attest_protocol::{CallSource, ProtocolErrorKind, ToolSpec, TranscriptItem, Usage};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything needed for one model call. `history` must already be normalized
-/// by [`crate::provider::pairing::normalize`].
+/// by [`crate::provider::pairing::normalize_shared`].
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
     pub system: String,
     pub tools: Vec<ToolSpec>,
-    pub history: Vec<TranscriptItem>,
+    /// Shared with the run, which builds every request from the same
+    /// items: a request costs a reference per item, not a copy, and an
+    /// item that is the same allocation from one request to the next is
+    /// the same item (providers keep its wire form by that identity).
+    pub history: Vec<Arc<TranscriptItem>>,
     pub stream: bool,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
@@ -139,4 +144,9 @@ impl std::fmt::Debug for TextSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TextSink")
     }
+}
+
+/// `items` as a request's [`ModelRequest::history`].
+pub fn shared_history(items: impl IntoIterator<Item = TranscriptItem>) -> Vec<Arc<TranscriptItem>> {
+    items.into_iter().map(Arc::new).collect()
 }

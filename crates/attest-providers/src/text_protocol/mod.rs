@@ -15,7 +15,10 @@ mod action;
 pub mod parser;
 pub mod render;
 
-use crate::{FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall, ProviderError};
+use crate::{
+    shared_history, FinishKind, ModelProvider, ModelRequest, ModelResponse, ParsedCall,
+    ProviderError,
+};
 use async_trait::async_trait;
 use attest_protocol::{CallSource, TranscriptItem};
 use parser::ReactStep;
@@ -63,7 +66,7 @@ impl TextProtocolProvider {
         ModelRequest {
             system,
             tools: Vec::new(),
-            history: render::history(&request.history),
+            history: shared_history(render::history(request.history.iter().map(|item| &**item))),
             stream: request.stream,
             max_tokens: request.max_tokens,
             temperature: request.temperature,
@@ -104,7 +107,7 @@ impl TextProtocolProvider {
                 inner.tool_calls.len()
             ));
         }
-        let real_outputs = request.history.iter().filter_map(|item| match item {
+        let real_outputs = request.history.iter().filter_map(|item| match &**item {
             TranscriptItem::ToolResult { output, .. } => Some(output.as_str()),
             _ => None,
         });

@@ -98,7 +98,7 @@ pub fn observation_text(output: &str) -> String {
 ///   consecutive Action/Observation pairs (the thought goes with the first);
 /// - an answer → `Final Answer: <text>`, the shape the model wrote it in;
 /// - user input and harness messages are kept as they are.
-pub fn history(items: &[TranscriptItem]) -> Vec<TranscriptItem> {
+pub fn history<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Vec<TranscriptItem> {
     let items = pairing::normalize(items).items;
     let mut out = Vec::with_capacity(items.len());
     let mut i = 0;

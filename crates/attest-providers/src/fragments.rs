@@ -1,0 +1,87 @@
+//! The JSON of request pieces, kept from one request to the next: a long
+//! run's requests repeat all but their newest items, so each piece of a
+//! body (an OpenAI message, an Anthropic content block) is serialized once
+//! and then copied, and a request's cost no longer grows with the escaping
+//! and argument parsing of the whole history.
+//!
+//! A piece is known by the items it is made from, and an item by its
+//! allocation: a run's requests share their items ([`ModelRequest::history`]
+//! is `Arc`s of the run's own), and an entry holds its items, so their
+//! addresses cannot be reused by other items while it exists. The same
+//! allocations therefore mean the same (immutable) items, and the same JSON.
+//!
+//! [`ModelRequest::history`]: crate::ModelRequest::history
+
+use attest_protocol::TranscriptItem;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Kept pieces, by the address of their first item.
+#[derive(Debug, Default)]
+pub struct Fragments {
+    entries: HashMap<usize, Fragment>,
+}
+
+#[derive(Debug)]
+struct Fragment {
+    items: Vec<Arc<TranscriptItem>>,
+    json: Box<RawValue>,
+}
+
+/// A body's piece: written now, or copied from a kept one.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum Piece<'a, T> {
+    Fresh(T),
+    Kept(&'a RawValue),
+}
+
+/// Kept pieces past which a request first drops those of items no request
+/// can carry again.
+const PRUNE_AT: usize = 256;
+
+impl Fragments {
+    /// Keep the JSON of `value`, the piece made from `items`, unless it is
+    /// kept already.
+    pub(crate) fn keep(&mut self, items: &[Arc<TranscriptItem>], value: &impl Serialize) {
+        if self.get(items).is_some() {
+            return;
+        }
+        let (Some(first), Ok(json)) = (items.first(), serde_json::value::to_raw_value(value))
+        else {
+            return;
+        };
+        let items = items.to_vec();
+        self.entries
+            .insert(Arc::as_ptr(first) as usize, Fragment { items, json });
+    }
+
+    /// The kept JSON of the piece made from exactly `items`.
+    pub(crate) fn get(&self, items: &[Arc<TranscriptItem>]) -> Option<&RawValue> {
+        let kept = self.entries.get(&(Arc::as_ptr(items.first()?) as usize))?;
+        let same = kept.items.len() == items.len()
+            && kept.items.iter().zip(items).all(|(a, b)| Arc::ptr_eq(a, b));
+        same.then_some(&*kept.json)
+    }
+
+    /// Before a request of `pieces` pieces: past a bound, drop the pieces
+    /// whose items only this cache still holds (their run is over, or it
+    /// dropped them), so a long-lived provider does not grow without end.
+    pub(crate) fn prune(&mut self, pieces: usize) {
+        if self.entries.len() > PRUNE_AT + 2 * pieces {
+            self.entries
+                .retain(|_, f| f.items.iter().all(|i| Arc::strong_count(i) > 1));
+        }
+    }
+
+    /// How many pieces are kept.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}

@@ -1,0 +1,238 @@
+//! Bodies built from kept pieces (`body_json_kept`) are byte for byte the
+//! bodies written whole (`body_json`), request after request of a growing
+//! run, on both wire formats; a piece is reused only for the very items it
+//! was made from.
+
+use attest_protocol::{AssistantPhase, HarnessMessageKind, ReceiptStatus, TranscriptItem};
+use attest_providers::fragments::Fragments;
+use attest_providers::{anthropic, openai, ModelRequest};
+use proptest::prelude::*;
+use std::sync::Arc;
+
+type Build = fn(&ModelRequest, &str, &mut Fragments) -> String;
+type Whole = fn(&ModelRequest, &str) -> String;
+const WIRES: [(Whole, Build); 2] = [
+    (openai::body_json, openai::body_json_kept),
+    (anthropic::body_json, anthropic::body_json_kept),
+];
+
+fn request(history: Vec<Arc<TranscriptItem>>, cache_key: Option<&str>) -> ModelRequest {
+    ModelRequest {
+        system: "You are attest.".into(),
+        tools: Vec::new(),
+        history,
+        stream: false,
+        max_tokens: 512,
+        temperature: None,
+        seed: None,
+        stop: Vec::new(),
+        cache_key: cache_key.map(str::to_string),
+    }
+}
+
+fn call(id: &str, arguments: &str) -> TranscriptItem {
+    TranscriptItem::ToolCall {
+        call_id: id.into(),
+        name: "read_file".into(),
+        arguments: arguments.into(),
+    }
+}
+
+fn result(id: &str, output: &str, status: ReceiptStatus) -> TranscriptItem {
+    TranscriptItem::ToolResult {
+        call_id: id.into(),
+        name: "read_file".into(),
+        status,
+        output: output.into(),
+        receipt: None,
+    }
+}
+
+fn text(t: &str, phase: AssistantPhase) -> TranscriptItem {
+    TranscriptItem::AssistantOutput {
+        text: t.into(),
+        reasoning: None,
+        encrypted_reasoning: Vec::new(),
+        phase,
+    }
+}
+
+fn snapshot(step: usize) -> Arc<TranscriptItem> {
+    Arc::new(TranscriptItem::HarnessMessage {
+        kind: HarnessMessageKind::StateSnapshot,
+        text: format!("[attest] state after step {step}"),
+    })
+}
+
+/// Steps of a run as it grows: each request carries every item so far (the
+/// same allocations) and a fresh state snapshot last.
+fn steps(rounds: usize) -> Vec<Vec<Arc<TranscriptItem>>> {
+    let mut items = vec![Arc::new(TranscriptItem::UserInput {
+        text: "Read the files \"a\" and \\b\\.".into(),
+    })];
+    let mut out = Vec::new();
+    for r in 0..rounds {
+        if r % 2 == 0 {
+            items.push(Arc::new(text(
+                &format!("Round {r}."),
+                AssistantPhase::Commentary,
+            )));
+        }
+        // Two calls; the second's arguments are not an object.
+        items.push(Arc::new(call(
+            &format!("c{r}a"),
+            r#"{"path": "a", "n": [1,2]}"#,
+        )));
+        items.push(Arc::new(call(&format!("c{r}b"), "not json")));
+        // Results out of call order, one an error.
+        items.push(Arc::new(result(
+            &format!("c{r}b"),
+            "no such file",
+            ReceiptStatus::Error,
+        )));
+        items.push(Arc::new(result(
+            &format!("c{r}a"),
+            "port = 8080\n\u{1}",
+            ReceiptStatus::Ok,
+        )));
+        let mut history = items.clone();
+        history.push(snapshot(r));
+        out.push(history);
+    }
+    out
+}
+
+#[test]
+fn every_request_of_a_growing_run_equals_its_whole_body() {
+    for cache_key in [None, Some("session-1")] {
+        for (whole, kept_build) in WIRES {
+            let mut kept = Fragments::default();
+            for (step, history) in steps(12).into_iter().enumerate() {
+                let req = request(history, cache_key);
+                assert_eq!(
+                    kept_build(&req, "m", &mut kept),
+                    whole(&req, "m"),
+                    "step {step}, cache key {cache_key:?}"
+                );
+            }
+            assert!(!kept.is_empty(), "pieces were kept");
+        }
+    }
+}
+
+#[test]
+fn equal_items_in_other_allocations_are_written_anew_and_right() {
+    for (whole, kept_build) in WIRES {
+        let mut kept = Fragments::default();
+        let first = vec![
+            Arc::new(TranscriptItem::UserInput { text: "one".into() }),
+            Arc::new(text("first answer", AssistantPhase::Answer)),
+        ];
+        kept_build(&request(first.clone(), None), "m", &mut kept);
+        // Another run: its first item a different allocation with other
+        // text, its second the same text in another allocation.
+        let other = vec![
+            Arc::new(TranscriptItem::UserInput { text: "two".into() }),
+            Arc::new(text("first answer", AssistantPhase::Answer)),
+        ];
+        let req = request(other, None);
+        let body = kept_build(&req, "m", &mut kept);
+        assert_eq!(body, whole(&req, "m"));
+        assert!(
+            body.contains("\"two\"") && !body.contains("\"one\""),
+            "{body}"
+        );
+        drop(first);
+    }
+}
+
+#[test]
+fn pieces_of_dropped_runs_are_pruned_once_past_the_bound() {
+    let mut kept = Fragments::default();
+    for run in 0..400 {
+        let history = vec![Arc::new(TranscriptItem::UserInput {
+            text: format!("run {run}"),
+        })];
+        openai::body_json_kept(&request(history, None), "m", &mut kept);
+        // The run is over: only the cache holds its items.
+    }
+    assert!(
+        kept.len() <= 300,
+        "{} pieces kept for 400 finished one-item runs",
+        kept.len()
+    );
+    // A live run's pieces stay.
+    let live = vec![Arc::new(TranscriptItem::UserInput {
+        text: "live".into(),
+    })];
+    for _ in 0..300 {
+        openai::body_json_kept(&request(live.clone(), None), "m", &mut kept);
+        let gone = vec![Arc::new(TranscriptItem::UserInput { text: "x".into() })];
+        openai::body_json_kept(&request(gone, None), "m", &mut kept);
+    }
+    let body = openai::body_json_kept(&request(live.clone(), None), "m", &mut kept);
+    assert!(body.contains("\"live\""));
+}
+
+fn item() -> impl Strategy<Value = TranscriptItem> {
+    let id = "[a-c]";
+    let words = "[ -~\u{e9}\u{1}\"\\\\]{0,12}";
+    prop_oneof![
+        words.prop_map(|t| TranscriptItem::UserInput { text: t }),
+        (words, any::<bool>()).prop_map(|(t, answer)| text(
+            &t,
+            if answer {
+                AssistantPhase::Answer
+            } else {
+                AssistantPhase::Commentary
+            }
+        )),
+        (
+            id,
+            prop_oneof![
+                Just("{}"),
+                Just(r#"{"b":1,"a":[2]}"#),
+                Just("[1]"),
+                Just("x")
+            ]
+        )
+            .prop_map(|(id, args)| call(&id, args)),
+        (id, words, any::<bool>()).prop_map(|(id, out, ok)| result(
+            &id,
+            &out,
+            if ok {
+                ReceiptStatus::Ok
+            } else {
+                ReceiptStatus::Error
+            }
+        )),
+        words.prop_map(|t| TranscriptItem::HarnessMessage {
+            kind: HarnessMessageKind::Reminder,
+            text: t,
+        }),
+    ]
+}
+
+proptest! {
+    /// Whatever the items (unnormalized too), every prefix of a run, with a
+    /// snapshot or not, is the whole body when built from what the earlier
+    /// prefixes kept.
+    #[test]
+    fn kept_bodies_equal_whole_bodies(
+        items in proptest::collection::vec(item(), 0..24),
+        cuts in proptest::collection::vec((0usize..24, any::<bool>(), any::<bool>()), 1..6),
+    ) {
+        let items: Vec<Arc<TranscriptItem>> = items.into_iter().map(Arc::new).collect();
+        for (whole, kept_build) in WIRES {
+            let mut kept = Fragments::default();
+            for (step, &(cut, with_snapshot, cached)) in cuts.iter().enumerate() {
+                let mut history = items[..cut.min(items.len())].to_vec();
+                if with_snapshot {
+                    history.push(snapshot(step));
+                }
+                let req = request(history, cached.then_some("k"));
+                prop_assert_eq!(kept_build(&req, "m", &mut kept), whole(&req, "m"));
+            }
+        }
+    }
+}
