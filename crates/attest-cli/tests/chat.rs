@@ -50,8 +50,11 @@ async fn approval_asked_in_the_terminal_decides_whether_the_tool_runs() {
         let progress = chat.exp_string("Created approved.txt.").unwrap();
         // Live progress on a terminal: a spinner with the tool and its time.
         // (rexpect reads bytes one by one, so only the ASCII part is compared.)
+        // The spinner redraws every 100 ms; a loaded machine may skip a
+        // tenth, so what counts is a first frame and one that moved on.
+        let frames = progress.matches(" shell 0.").count();
         assert!(
-            progress.contains(" shell 0.0s") && progress.contains(" shell 0.1s"),
+            progress.contains(" shell 0.0s") && frames >= 2,
             "{progress:?}"
         );
         chat.exp_string("[completed]").unwrap();

@@ -208,11 +208,11 @@ async fn approvals_are_listed_and_decided_over_the_api_and_a_timeout_denies() {
         ],
     )
     .await;
-    let dir = ServerDir::new(&model, "approval_timeout_secs = 2\n");
-    let alice = dir.token(
-        "alice",
-        "runs:read,runs:write,approvals:read,approvals:write",
-    );
+    // Long enough that a loaded machine's decisions are never overtaken by
+    // the timeout, which is tried on a server of its own below.
+    let dir = ServerDir::new(&model, "approval_timeout_secs = 300\n");
+    let scopes = "runs:read,runs:write,approvals:read,approvals:write";
+    let alice = dir.token("alice", scopes);
     let server = Server::start(&dir);
     let run =
         |workspace: &'static str| json!({"prompt": "Create the file.", "workspace": workspace});
@@ -274,11 +274,14 @@ async fn approvals_are_listed_and_decided_over_the_api_and_a_timeout_denies() {
     assert!(!types(&all).contains(&"tool_started".to_string()));
 
     // Nobody decides: the timeout denies.
+    let dir = ServerDir::new(&model, "approval_timeout_secs = 2\n");
+    let alice = dir.token("alice", scopes);
+    let server = Server::start(&dir);
     let third = submit(&server, Some(&alice), run("late")).await;
     let run_id = third["run_id"].as_str().unwrap();
-    pending_approval(&server, &alice).await;
     wait_for_end(&server, Some(&alice), run_id).await;
     let all = run_events(&server, Some(&alice), run_id).await;
+    assert!(types(&all).contains(&"approval_requested".to_string()));
     let resolution = resolved(&all);
     assert_eq!(resolution["approved"], false);
     assert_eq!(resolution["decided_by"], "timeout");
@@ -462,24 +465,30 @@ async fn idempotent_submission_sessions_health_and_metrics() {
 
     assert_eq!(get_json(&server, None, "/healthz").await["status"], "ok");
     assert_eq!(get_json(&server, None, "/readyz").await["status"], "ok");
-    let metrics = client()
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("attest_runs{state=\"completed\"} 2"),
-        "{metrics}"
-    );
-    assert!(metrics.contains("attest_active_runs 0"));
-    assert!(metrics.contains("attest_approvals_pending 0"));
-    assert!(
-        metrics.contains("attest_step_latency_seconds_count 2"),
-        "{metrics}"
-    );
+    // A run's `done` is stored before its worker counts it out, so the
+    // gauges are read until they have caught up.
+    let expected = [
+        "attest_runs{state=\"completed\"} 2",
+        "attest_active_runs 0",
+        "attest_approvals_pending 0",
+        "attest_step_latency_seconds_count 2",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = client()
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if expected.iter().all(|line| metrics.contains(line)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{expected:?} in {metrics}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // A workspace outside the root is refused.
     for bad in ["../escape", "/etc"] {
@@ -503,8 +512,9 @@ async fn idempotent_submission_sessions_health_and_metrics() {
 async fn a_queued_or_running_run_can_be_cancelled() {
     let model = MockModel::start(
         NO_STREAM,
+        // Far longer than a loaded machine takes to send the cancel.
         vec![Turn::Delayed {
-            delay: Duration::from_secs(3),
+            delay: Duration::from_secs(120),
             turn: Box::new(Turn::text("too late")),
         }],
     )

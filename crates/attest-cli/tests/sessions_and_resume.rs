@@ -193,7 +193,15 @@ async fn run_and_kill(
     extra: &[&str],
     kill_when: &'static str,
 ) -> Vec<String> {
-    let (code, lines) = run_and_signal(model, ws, extra, "-KILL", kill_when).await;
+    let (code, lines) = if kill_when.contains("tool_started") {
+        // Killed while the slow write runs: once it has written its line
+        // (it is started after `tool_started` is printed).
+        let log = ws.path().join("executions.log");
+        let written = move || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("ran"));
+        run_and_signal_when(model, ws, extra, "-KILL", kill_when, written).await
+    } else {
+        run_and_signal(model, ws, extra, "-KILL", kill_when).await
+    };
     assert_eq!(code, None, "the process was killed by a signal");
     lines
 }

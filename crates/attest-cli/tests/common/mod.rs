@@ -589,6 +589,24 @@ pub async fn run_and_signal(
     signal: &'static str,
     when: &'static str,
 ) -> (Option<i32>, Vec<String>) {
+    // Let the process get into the state the test is about.
+    let settle = || {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        true
+    };
+    run_and_signal_when(model, ws, extra, signal, when, settle).await
+}
+
+/// [`run_and_signal`], signalling once `ready` holds after the line (polled
+/// for up to 30 s): for a state a fixed wait could miss on a loaded machine.
+pub async fn run_and_signal_when(
+    model: &MockModel,
+    ws: &TestWorkspace,
+    extra: &[&str],
+    signal: &'static str,
+    when: &'static str,
+    ready: impl Fn() -> bool + Send + 'static,
+) -> (Option<i32>, Vec<String>) {
     use std::io::{BufRead, BufReader};
     trust_workspace(ws.path());
     let cache = tempfile::tempdir().unwrap();
@@ -631,8 +649,14 @@ pub async fn run_and_signal(
             let hit = !signalled && line.contains(when);
             lines.push(line);
             if hit {
-                // Let the process get into the state the test is about.
-                std::thread::sleep(std::time::Duration::from_millis(250));
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while !ready() {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "never ready to signal"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
                 std::process::Command::new("kill")
                     .args([signal, &pid.to_string()])
                     .status()

@@ -199,7 +199,8 @@ impl McpClientHandler {
 
 impl ClientHandler for McpClientHandler {
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        let changes = self.state.tools_changed.fetch_add(1, Ordering::SeqCst) + 1;
+        // Counted by the tap as it was read (see [`ProgressTap`]).
+        let changes = self.tools_changed();
         // List again off the notification's task (a request awaited here
         // would wait on the loop that delivers its answer), so that the
         // engine stops offering a withdrawn tool from its next request.
@@ -220,12 +221,13 @@ impl ClientHandler for McpClientHandler {
     }
 }
 
-/// A transport that routes progress notifications to their calls in the
-/// order the server sent them, before the reading loop goes on to the
-/// next message. rmcp hands notifications to the handler on tasks of their
-/// own, so a report routed there could come after its call's result (a
-/// tool's final `3 of 3` lost); routed here it is with its call's sink
-/// before the result is read.
+/// A transport that routes progress notifications to their calls, and
+/// counts `tools/list_changed` notices, in the order the server sent them,
+/// before the reading loop goes on to the next message. rmcp hands
+/// notifications to the handler on tasks of their own, so a report routed
+/// there could come after its call's result (a tool's final `3 of 3` lost),
+/// and a call sent after the answer that followed a notice could still be
+/// let through to a tool the server had withdrawn.
 pub struct ProgressTap<T> {
     inner: T,
     handler: McpClientHandler,
@@ -243,12 +245,19 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         let message = self.inner.receive().await?;
-        if let JsonRpcMessage::Notification(JsonRpcNotification {
-            notification: ServerNotification::ProgressNotification(progress),
-            ..
-        }) = &message
-        {
-            self.handler.route_progress(progress.params.clone());
+        if let JsonRpcMessage::Notification(JsonRpcNotification { notification, .. }) = &message {
+            match notification {
+                ServerNotification::ProgressNotification(progress) => {
+                    self.handler.route_progress(progress.params.clone())
+                }
+                ServerNotification::ToolListChangedNotification(_) => {
+                    self.handler
+                        .state
+                        .tools_changed
+                        .fetch_add(1, Ordering::SeqCst);
+                }
+                _ => {}
+            }
         }
         Some(message)
     }
@@ -656,10 +665,16 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Least time a server gets to start and complete its handshake, whatever
+/// its calls' `timeout_ms` (as Codex bounds start-up apart from calls): a
+/// process start on a loaded machine can take longer than a call should.
+const STARTUP_FLOOR: Duration = Duration::from_secs(10);
+
 async fn bounded(
     timeout: Duration,
     connect: impl std::future::Future<Output = Result<McpConnection, String>>,
 ) -> Result<McpConnection, String> {
+    let timeout = timeout.max(STARTUP_FLOOR);
     tokio::time::timeout(timeout, connect)
         .await
         .unwrap_or_else(|_| {
@@ -745,6 +760,19 @@ mod tests {
             Some(JsonRpcMessage::Response(_))
         ));
         assert!(reports.try_recv().is_err(), "one report, once");
+    }
+
+    #[tokio::test]
+    async fn a_list_changed_notice_is_counted_before_the_next_message_is_read() {
+        let handler = McpClientHandler::default();
+        let mut tap = handler.tap(Sent(VecDeque::from([
+            message(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})),
+            message(json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})),
+        ])));
+        tap.receive().await.expect("the notice");
+        assert_eq!(handler.tools_changed(), 1, "counted as it was read");
+        tap.receive().await.expect("the answer");
+        assert_eq!(handler.tools_changed(), 1);
     }
 
     #[tokio::test]
