@@ -126,7 +126,9 @@ pub trait ServerStore: Store {
     /// and the earlier run is returned.
     fn enqueue(&mut self, run: &QueuedRun) -> Result<Enqueued, StoreError>;
     /// Lease the oldest queued run whose session has no leased run, or a
-    /// leased run whose lease expired (a takeover, with the next epoch).
+    /// leased run whose lease expired (a takeover, with the next epoch) and
+    /// that another owner held: an owner's own expired lease is its drive
+    /// running late, not a dead one.
     fn lease_next(&mut self, owner: &str, lease: Duration) -> Result<Option<Lease>, StoreError>;
     /// Extend a lease; false when it is no longer this owner's at `epoch`.
     fn renew_lease(
@@ -280,7 +282,7 @@ impl ServerStore for SqliteStore {
                  SET state = 'leased', lease_owner = ?1, lease_epoch = lease_epoch + 1, lease_expires = ?2
                  WHERE run_id = (
                      SELECT q.run_id FROM server_runs q
-                     WHERE (q.state = 'leased' AND q.lease_expires < ?3)
+                     WHERE (q.state = 'leased' AND q.lease_expires < ?3 AND q.lease_owner IS NOT ?1)
                         OR (q.state = 'queued' AND NOT EXISTS (
                                 SELECT 1 FROM server_runs o
                                 WHERE o.session_id = q.session_id AND o.state = 'leased'))

@@ -273,6 +273,9 @@ fn queue_leases_one_run_per_session_and_takes_expired_leases_over(b: &dyn Backen
         .unwrap();
     assert_eq!(short.run_id, "c1");
     std::thread::sleep(Duration::from_millis(400));
+    // Never by its own owner, whose drive of it is still running however
+    // late its renewal is: two drives of one run would run its calls twice.
+    assert!(store.lease_next("w1", long).unwrap().is_none());
     let over = other.lease_next("w2", long).unwrap().unwrap();
     assert_eq!((over.run_id.as_str(), over.epoch), ("c1", 2));
 

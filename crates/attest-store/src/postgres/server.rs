@@ -100,19 +100,22 @@ impl ServerStore for PgStore {
         let owner = owner.to_string();
         self.conn.call(move |c| {
             let mut tx = c.transaction()?;
-            // Expired leases first (takeovers), then the oldest queued runs
-            // of sessions with no leased run; rows other servers are
-            // looking at are skipped, not waited for.
+            // Expired leases first (takeovers: never of this owner's own
+            // leases, whose drives are still running however late their
+            // renewal), then the oldest queued runs of sessions with no
+            // leased run; rows other servers are looking at are skipped, not
+            // waited for.
             let candidates = tx.query(
                 "SELECT q.run_id, q.session_id, q.state FROM server_runs q
-                 WHERE (q.state = 'leased' AND q.lease_expires < clock_timestamp())
+                 WHERE (q.state = 'leased' AND q.lease_expires < clock_timestamp()
+                        AND q.lease_owner IS DISTINCT FROM $2)
                     OR (q.state = 'queued' AND NOT EXISTS (
                             SELECT 1 FROM server_runs o
                             WHERE o.session_id = q.session_id AND o.state = 'leased'))
                  ORDER BY q.state = 'queued', q.created_at, q.seq
                  LIMIT $1
                  FOR UPDATE OF q SKIP LOCKED",
-                &[&CANDIDATES],
+                &[&CANDIDATES, &owner],
             )?;
             for candidate in candidates {
                 let (run_id, session_id, state): (String, String, String) =
