@@ -438,6 +438,10 @@ mod tests {
         cancel_after: Option<(u32, CancellationToken)>,
         started: AtomicU32,
         panic_on: Option<u32>,
+        /// Hold each attempt until another is in flight too (for at most
+        /// half a second), so that a test of `-j` sees them overlap however
+        /// slowly a loaded machine starts them.
+        wait_for_company: bool,
     }
 
     impl FakeRunner {
@@ -450,6 +454,7 @@ mod tests {
                 cancel_after: None,
                 started: AtomicU32::new(0),
                 panic_on: None,
+                wait_for_company: false,
             }
         }
     }
@@ -482,9 +487,18 @@ mod tests {
                     token.cancel();
                 }
             }
-            // Long enough for -j to overlap attempts, short for the tests.
+            let company = async {
+                let alone_until = tokio::time::Instant::now() + Duration::from_millis(500);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                while self.wait_for_company
+                    && self.in_flight.load(Ordering::SeqCst) < 2
+                    && tokio::time::Instant::now() < alone_until
+                {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            };
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = company => {}
                 _ = request.cancel.cancelled() => {
                     self.in_flight.fetch_sub(1, Ordering::SeqCst);
                     return AttemptOutcome::Interrupted;
@@ -567,7 +581,10 @@ cases:
     #[tokio::test]
     async fn runs_every_attempt_concurrently_and_counts_them() {
         let s = setup(SUITE, 4);
-        let runner = Arc::new(FakeRunner::new(vec![3, 7]));
+        let runner = Arc::new(FakeRunner {
+            wait_for_company: true,
+            ..FakeRunner::new(vec![3, 7])
+        });
         let (result, progress) = run(&s.plan, runner.clone(), None, CancellationToken::new()).await;
         assert_eq!(result.status, ResultStatus::Complete);
         let g = &result.groups[0];
