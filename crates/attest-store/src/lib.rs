@@ -31,7 +31,7 @@ pub use postgres::{
 pub use records::{Artifact, NewRun, RunRecord, RunStatus, SessionRecord};
 pub use server::{
     ApprovalRecord, Enqueued, Lease, NewToken, QueueRecord, QueuedRun, ServerStore, StoredEvent,
-    TokenRecord,
+    TokenRecord, DELIVERY_KEYS_KEPT,
 };
 pub use sqlite::SqliteStore;
 

@@ -9,9 +9,10 @@
 //! with the next epoch, and the taker is told so ([`Lease::takeover`]) so it
 //! resumes the run from its log instead of starting it again.
 
-use crate::sqlite::{now, write_tx};
+use crate::sqlite::{now, stamp, write_tx};
 use crate::{SqliteStore, Store, StoreError};
 use attest_protocol::{Event, LogEntry};
+use chrono::{DateTime, Utc};
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -170,9 +171,11 @@ pub trait ServerStore: Store {
     fn revoke_token(&mut self, id_or_name: &str) -> Result<usize, StoreError>;
     /// Whether the store answers (readiness).
     fn ping(&self) -> Result<(), StoreError>;
-    /// Record a signed callback's delivery key (`adapter:id`): true the
-    /// first time, false for a replay (by any server sharing the store).
-    fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError>;
+    /// Record a signed callback's delivery key (`adapter:id`), received at
+    /// `now`: true the first time, false for a replay (by any server
+    /// sharing the store). Keys older than [`DELIVERY_KEYS_KEPT`] are
+    /// dropped on the way, so the table does not grow without end.
+    fn first_delivery(&mut self, key: &str, now: DateTime<Utc>) -> Result<bool, StoreError>;
 
     /// Record an approval a run now waits for (`decision` unset).
     fn request_approval(&mut self, approval: &ApprovalRecord) -> Result<(), StoreError>;
@@ -194,6 +197,11 @@ pub trait ServerStore: Store {
     /// Whether the session allowed the tool for good.
     fn session_grant(&self, session_id: &str, tool_name: &str) -> Result<bool, StoreError>;
 }
+
+/// How long a callback's delivery key is kept: well past the five minutes
+/// every adapter allows a callback's signed timestamp to be off by, so a
+/// replay is refused by its key until its timestamp alone refuses it.
+pub const DELIVERY_KEYS_KEPT: chrono::Duration = chrono::Duration::hours(1);
 
 fn expiry(lease: Duration) -> String {
     let until = chrono::Utc::now()
@@ -461,11 +469,17 @@ impl ServerStore for SqliteStore {
         Ok(())
     }
 
-    fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError> {
-        let inserted = self.conn.execute(
-            "INSERT OR IGNORE INTO webhook_deliveries (key, seen_at) VALUES (?1, ?2)",
-            params![key, now()],
+    fn first_delivery(&mut self, key: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "DELETE FROM webhook_deliveries WHERE seen_at < ?1",
+            params![stamp(now - DELIVERY_KEYS_KEPT)],
         )?;
+        let inserted = tx.execute(
+            "INSERT OR IGNORE INTO webhook_deliveries (key, seen_at) VALUES (?1, ?2)",
+            params![key, stamp(now)],
+        )?;
+        tx.commit()?;
         Ok(inserted == 1)
     }
     fn request_approval(&mut self, a: &ApprovalRecord) -> Result<(), StoreError> {
@@ -656,8 +670,9 @@ mod tests {
     #[test]
     fn a_delivery_key_is_first_only_once() {
         let mut store = SqliteStore::open_in_memory().unwrap();
-        assert!(store.first_delivery("generic:msg_1").unwrap());
-        assert!(!store.first_delivery("generic:msg_1").unwrap());
-        assert!(store.first_delivery("slack:msg_1").unwrap());
+        let now = chrono::Utc::now();
+        assert!(store.first_delivery("generic:msg_1", now).unwrap());
+        assert!(!store.first_delivery("generic:msg_1", now).unwrap());
+        assert!(store.first_delivery("slack:msg_1", now).unwrap());
     }
 }

@@ -73,7 +73,13 @@ pub(crate) fn write_tx(conn: &Connection) -> rusqlite::Result<rusqlite::Transact
 }
 
 pub(crate) fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    stamp(chrono::Utc::now())
+}
+
+/// The store's form of a time (RFC 3339, microseconds, `Z`): such strings
+/// sort as the times do.
+pub(crate) fn stamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 impl SqliteStore {

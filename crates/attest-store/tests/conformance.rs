@@ -11,7 +11,7 @@ use attest_protocol::{
 };
 use attest_store::{
     ApprovalRecord, ChainVerdict, NewRun, NewToken, PgStore, QueuedRun, ServerStore, SqliteStore,
-    StoreError,
+    StoreError, DELIVERY_KEYS_KEPT,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -608,10 +608,19 @@ fn a_resumed_handle_continues_the_chain_another_handle_started(b: &dyn Backend) 
 
 fn a_delivery_key_is_first_only_once(b: &dyn Backend) {
     let mut store = b.open();
-    assert!(store.first_delivery("generic:msg_1").unwrap());
-    assert!(!store.first_delivery("generic:msg_1").unwrap());
-    assert!(store.first_delivery("slack:msg_1").unwrap());
+    let t0 = chrono::Utc::now();
+    assert!(store.first_delivery("generic:msg_1", t0).unwrap());
+    assert!(!store.first_delivery("generic:msg_1", t0).unwrap());
+    assert!(store.first_delivery("slack:msg_1", t0).unwrap());
     // Another handle on the same store (another server) sees it too.
     let mut other = b.open();
-    assert!(!other.first_delivery("generic:msg_1").unwrap());
+    assert!(!other.first_delivery("generic:msg_1", t0).unwrap());
+    // Kept for as long as a replay's timestamp could still pass...
+    let later = t0 + DELIVERY_KEYS_KEPT - chrono::Duration::minutes(1);
+    assert!(!other.first_delivery("generic:msg_1", later).unwrap());
+    // ...then dropped by the next delivery, so the table stays small.
+    let much_later = t0 + DELIVERY_KEYS_KEPT + chrono::Duration::minutes(1);
+    assert!(other.first_delivery("generic:msg_2", much_later).unwrap());
+    assert!(store.first_delivery("slack:msg_1", much_later).unwrap());
+    assert!(!store.first_delivery("generic:msg_2", much_later).unwrap());
 }

@@ -111,7 +111,7 @@ pub async fn receive(
         )
         .into());
     }
-    if !state.store().first_delivery(&key)? {
+    if !state.store().first_delivery(&key, chrono::Utc::now())? {
         return Err(HookError::Unauthorized(
             "this callback was already received (a replay): nothing changed".into(),
         )

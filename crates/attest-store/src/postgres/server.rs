@@ -4,11 +4,12 @@
 use super::{PgStore, APPROVALS_CHANNEL, QUEUE_CHANNEL};
 use crate::server::{
     approved, ApprovalRecord, Enqueued, Lease, NewToken, QueueRecord, QueuedRun, StoredEvent,
-    TokenRecord,
+    TokenRecord, DELIVERY_KEYS_KEPT,
 };
-use crate::sqlite::now;
+use crate::sqlite::{now, stamp};
 use crate::{ServerStore, StoreError};
 use attest_protocol::LogEntry;
+use chrono::{DateTime, Utc};
 use postgres::Row;
 use std::time::Duration;
 
@@ -424,13 +425,20 @@ impl ServerStore for PgStore {
         })
     }
 
-    fn first_delivery(&mut self, key: &str) -> Result<bool, StoreError> {
+    fn first_delivery(&mut self, key: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
         let key = key.to_string();
+        let (seen, cutoff) = (stamp(now), stamp(now - DELIVERY_KEYS_KEPT));
         self.conn.call(move |c| {
-            let inserted = c.execute(
-                "INSERT INTO webhook_deliveries (key, seen_at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
-                &[&key, &now()],
+            let mut tx = c.transaction()?;
+            tx.execute(
+                "DELETE FROM webhook_deliveries WHERE seen_at < $1",
+                &[&cutoff],
             )?;
+            let inserted = tx.execute(
+                "INSERT INTO webhook_deliveries (key, seen_at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                &[&key, &seen],
+            )?;
+            tx.commit()?;
             Ok(inserted == 1)
         })
     }
