@@ -1,8 +1,9 @@
 //! Per-step provider cost: normalizing the transcript and building the body
 //! (done on every model call), and parsing a streamed response. The body is
-//! timed written whole (`*_whole`, as before the pieces were kept) and
-//! built from kept pieces (`*_kept`: all of them kept by an earlier request
-//! of the run; a real step adds its one or two new items to that).
+//! timed written whole (`*_whole`: `body_json`, as every request was built
+//! before pieces were kept) and built from kept pieces (`*_kept`:
+//! `body_json_kept`, all of them kept by an earlier request of the run; a
+//! real step adds its one or two new items to that).
 
 use attest_protocol::{AssistantPhase, EffectClass, ReceiptStatus, ToolSpec, TranscriptItem};
 use attest_providers::fragments::Fragments;
@@ -83,10 +84,11 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
 
 fn bench_build(c: &mut Criterion) {
     let mut group = c.benchmark_group("normalize_and_build");
-    type Build = fn(&ModelRequest, &str, &mut Fragments) -> String;
-    let wires: [(&str, Build); 2] = [
-        ("openai", openai::body_json_kept),
-        ("anthropic", anthropic::body_json_kept),
+    type Whole = fn(&ModelRequest, &str) -> String;
+    type Kept = fn(&ModelRequest, &str, &mut Fragments) -> String;
+    let wires: [(&str, Whole, Kept); 2] = [
+        ("openai", openai::body_json, openai::body_json_kept),
+        ("anthropic", anthropic::body_json, anthropic::body_json_kept),
     ];
     for n in [10, 100, 500, 5_000] {
         let shared = shared_history(transcript(n));
@@ -95,15 +97,15 @@ fn bench_build(c: &mut Criterion) {
             history: pairing::normalize_shared(history).items,
             ..base.clone()
         };
-        for (wire, build) in wires {
+        for (wire, whole, kept_build) in wires {
             group.bench_with_input(BenchmarkId::new(format!("{wire}_whole"), n), &n, |b, _| {
-                b.iter(|| black_box(build(&normalized(&shared), wire, &mut Fragments::default())))
+                b.iter(|| black_box(whole(&normalized(&shared), wire)))
             });
-            // The request before this one carried all but the last item.
+            // An earlier request of the run kept every piece.
             let mut kept = Fragments::default();
-            build(&normalized(&shared[..n - 1]), wire, &mut kept);
+            kept_build(&normalized(&shared), wire, &mut kept);
             group.bench_with_input(BenchmarkId::new(format!("{wire}_kept"), n), &n, |b, _| {
-                b.iter(|| black_box(build(&normalized(&shared), wire, &mut kept)))
+                b.iter(|| black_box(kept_build(&normalized(&shared), wire, &mut kept)))
             });
         }
     }

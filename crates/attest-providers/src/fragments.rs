@@ -22,6 +22,9 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub struct Fragments {
     entries: HashMap<usize, Fragment>,
+    /// Entries past which the next request prunes (amortized: the bound
+    /// doubles when pruning leaves most entries live).
+    prune_at: usize,
 }
 
 #[derive(Debug)]
@@ -46,7 +49,9 @@ impl Fragments {
     /// Keep the JSON of `value`, the piece made from `items`, unless it is
     /// kept already.
     pub(crate) fn keep(&mut self, items: &[Arc<TranscriptItem>], value: &impl Serialize) {
-        if self.get(items).is_some() {
+        // Items only the request holds (a state snapshot, a synthetic
+        // result, a wrapper's rewritten history) can never come back.
+        if self.get(items).is_some() || items.iter().all(|i| Arc::strong_count(i) == 1) {
             return;
         }
         let (Some(first), Ok(json)) = (items.first(), serde_json::value::to_raw_value(value))
@@ -70,10 +75,16 @@ impl Fragments {
     /// whose items only this cache still holds (their run is over, or it
     /// dropped them), so a long-lived provider does not grow without end.
     pub(crate) fn prune(&mut self, pieces: usize) {
-        if self.entries.len() > PRUNE_AT + 2 * pieces {
+        if self.entries.len() > self.prune_at.max(PRUNE_AT + 2 * pieces) {
             self.entries
                 .retain(|_, f| f.items.iter().all(|i| Arc::strong_count(i) > 1));
+            self.prune_at = 2 * self.entries.len();
         }
+    }
+
+    /// Whether the piece made from exactly `items` is kept.
+    pub fn is_kept(&self, items: &[Arc<TranscriptItem>]) -> bool {
+        self.get(items).is_some()
     }
 
     /// How many pieces are kept.

@@ -147,13 +147,19 @@ fn equal_items_in_other_allocations_are_written_anew_and_right() {
 }
 
 #[test]
-fn pieces_of_dropped_runs_are_pruned_once_past_the_bound() {
+fn pieces_of_dropped_runs_are_pruned_once_past_the_bound_and_live_ones_stay() {
     let mut kept = Fragments::default();
+    // A live run: its items are held (by its engine, here by the test).
+    let live = vec![Arc::new(TranscriptItem::UserInput {
+        text: "live".into(),
+    })];
+    openai::body_json_kept(&request(live.clone(), None), "m", &mut kept);
     for run in 0..400 {
-        let history = vec![Arc::new(TranscriptItem::UserInput {
+        let items = vec![Arc::new(TranscriptItem::UserInput {
             text: format!("run {run}"),
         })];
-        openai::body_json_kept(&request(history, None), "m", &mut kept);
+        openai::body_json_kept(&request(items.clone(), None), "m", &mut kept);
+        assert!(kept.is_kept(&items), "kept while its run holds it");
         // The run is over: only the cache holds its items.
     }
     assert!(
@@ -161,17 +167,21 @@ fn pieces_of_dropped_runs_are_pruned_once_past_the_bound() {
         "{} pieces kept for 400 finished one-item runs",
         kept.len()
     );
-    // A live run's pieces stay.
-    let live = vec![Arc::new(TranscriptItem::UserInput {
-        text: "live".into(),
-    })];
-    for _ in 0..300 {
-        openai::body_json_kept(&request(live.clone(), None), "m", &mut kept);
-        let gone = vec![Arc::new(TranscriptItem::UserInput { text: "x".into() })];
-        openai::body_json_kept(&request(gone, None), "m", &mut kept);
-    }
-    let body = openai::body_json_kept(&request(live.clone(), None), "m", &mut kept);
-    assert!(body.contains("\"live\""));
+    assert!(kept.is_kept(&live), "the live run's piece was pruned");
+}
+
+#[test]
+fn pieces_only_the_request_holds_are_not_kept() {
+    let mut kept = Fragments::default();
+    let logged = Arc::new(TranscriptItem::UserInput { text: "q".into() });
+    let req = request(vec![Arc::clone(&logged), snapshot(0)], None);
+    openai::body_json_kept(&req, "m", &mut kept);
+    assert!(kept.is_kept(std::slice::from_ref(&logged)));
+    assert_eq!(
+        kept.len(),
+        1,
+        "the snapshot, written for this request only, is not kept"
+    );
 }
 
 fn item() -> impl Strategy<Value = TranscriptItem> {

@@ -81,14 +81,37 @@ async fn drive(state: AppState, lease: Lease, cancel: CancellationToken) {
     if let Err(e) = &outcome {
         (state.env.notices)(&format!("run {}: {e}", lease.run_id));
     }
-    let _ = state
-        .store()
-        .settle(&lease.run_id, lease.epoch, settled, reason);
+    settle(&state, &lease, settled, reason).await;
     if let Ok(mut active) = state.active.lock() {
         active.remove(&lease.run_id);
     }
     state.hub.ended(&lease.run_id);
     state.wake.notify_one();
+}
+
+/// Attempts at settling a finished run's queue row.
+const SETTLE_TRIES: u32 = 8;
+
+/// Settle the run's queue row, retried with backoff (about 25 s in all): a
+/// row left `leased` would hold its session's later runs until another
+/// server took it over, and a server never takes over its own leases.
+async fn settle(state: &AppState, lease: &Lease, settled: &str, reason: Option<&str>) {
+    for attempt in 0..SETTLE_TRIES {
+        let outcome = state
+            .store()
+            .settle(&lease.run_id, lease.epoch, settled, reason);
+        match outcome {
+            // Settled, or fenced: another worker holds the run now.
+            Ok(_) => return,
+            Err(e) if attempt + 1 == SETTLE_TRIES => {
+                (state.env.notices)(&format!(
+                    "run {}: its queue row could not be settled ({e}); another server, or this one after a restart, will take it over",
+                    lease.run_id
+                ));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100 << attempt)).await,
+        }
+    }
 }
 
 async fn run_leased(

@@ -6,7 +6,8 @@
 //! PostgreSQL backend, several servers) fit without rework: a worker leases
 //! a queued run with an epoch, renews the lease while it drives the run,
 //! and finishes it with the same epoch; a lease that expires is taken over
-//! with the next epoch, and the taker is told so ([`Lease::takeover`]) so it
+//! by another owner with the next epoch (never by its own, whose drive is
+//! only late), and the taker is told so ([`Lease::takeover`]) so it
 //! resumes the run from its log instead of starting it again.
 
 use crate::sqlite::{now, stamp, write_tx};

@@ -160,6 +160,7 @@ pub(super) fn item_cache(item: &TranscriptItem) -> ItemCache {
         bytes: serde_json::to_string(item).map_or(0, |json| json.len()),
         tokens: OnceLock::new(),
         request_form: Arc::new(pairing::without_receipt(item)),
+        summary_form: OnceLock::new(),
     }
 }
 
@@ -169,14 +170,33 @@ pub(super) struct ItemCache {
     tokens: OnceLock<usize>,
     /// The item as requests carry it (no receipt).
     pub(super) request_form: Arc<TranscriptItem>,
+    /// For a compaction: its summary as the harness message requests start
+    /// with, made once (every later request shares it).
+    summary_form: OnceLock<Arc<TranscriptItem>>,
 }
 
 impl ItemCache {
+    /// The summary message of `compaction`, the item this is the cache of.
+    fn summary_form(&self, compaction: &str) -> Arc<TranscriptItem> {
+        Arc::clone(
+            self.summary_form
+                .get_or_init(|| Arc::new(summary_message(compaction))),
+        )
+    }
+
     /// Tokens of `item`, the item this is the size of; counted once.
     pub(super) fn tokens(&self, item: &TranscriptItem) -> usize {
         *self
             .tokens
             .get_or_init(|| count_tokens(&serde_json::to_string(item).unwrap_or_default()))
+    }
+}
+
+/// A compaction's summary as the message requests start with.
+fn summary_message(summary: &str) -> TranscriptItem {
+    TranscriptItem::HarnessMessage {
+        kind: HarnessMessageKind::CompactionSummary,
+        text: summary.to_string(),
     }
 }
 
@@ -212,11 +232,12 @@ impl Run<'_> {
             caches.iter().map(|c| Arc::clone(&c.request_form)).collect()
         };
         match self.latest_compaction() {
-            Some((_, covers, summary)) => {
-                let mut out = vec![Arc::new(TranscriptItem::HarnessMessage {
-                    kind: HarnessMessageKind::CompactionSummary,
-                    text: summary.to_string(),
-                })];
+            Some((index, covers, summary)) => {
+                let summary = match self.item_caches.get(index) {
+                    Some(cache) => cache.summary_form(summary),
+                    None => Arc::new(summary_message(summary)),
+                };
+                let mut out = vec![summary];
                 let rest = covers.min(self.items.len());
                 out.extend(
                     self.item_caches

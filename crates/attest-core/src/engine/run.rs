@@ -56,7 +56,8 @@ pub(super) struct Run<'a> {
     seq: u64,
     /// This run's transcript items (earlier turns are in `cfg.prior_history`).
     pub(super) items: Vec<TranscriptItem>,
-    /// Tokens and bytes of each of `items`, taken once when it was logged.
+    /// What is kept of each of `items` when it was logged: its bytes, its
+    /// tokens once counted, its request form (see [`ItemCache`]).
     pub(super) item_caches: Vec<ItemCache>,
     /// The same for `cfg.prior_history`.
     pub(super) prior_caches: Vec<ItemCache>,
@@ -901,7 +902,7 @@ impl<'a> Run<'a> {
             event: event.clone(),
         }));
         self.log.append_all(&entries)?;
-        self.items.extend(terminal);
+        terminal.into_iter().for_each(|item| self.remember(item));
         for event in std::mem::take(&mut self.unflushed).iter().chain(&events) {
             (self.observer)(event);
         }
@@ -980,9 +981,14 @@ impl<'a> Run<'a> {
 
     pub(super) fn push(&mut self, item: TranscriptItem) -> Result<(), EngineError> {
         self.log.append(&LogEntry::Item { item: item.clone() })?;
+        self.remember(item);
+        Ok(())
+    }
+
+    /// Keep a logged item, with its cache (the two stay index for index).
+    fn remember(&mut self, item: TranscriptItem) {
         self.item_caches.push(item_cache(&item));
         self.items.push(item);
-        Ok(())
     }
 
     pub(super) fn trace(&mut self, mut trace: TraceRecord) -> Result<(), EngineError> {

@@ -401,8 +401,9 @@ impl std::fmt::Debug for McpServer {
 }
 
 impl McpServer {
-    /// Connect (blocking the calling thread, bounded by `timeout`) and
-    /// list every page of the server's tools.
+    /// Connect (blocking the calling thread; start-up and handshake bounded
+    /// by `timeout`, at least 10 s) and list every page of the server's
+    /// tools (bounded by `timeout`).
     pub fn start(
         name: &str,
         connector: Arc<dyn McpConnector>,
