@@ -1,6 +1,6 @@
 //! Anthropic Messages wire format (`POST /v1/messages`).
 
-use crate::fragments::{Fragments, Piece};
+use crate::fragments::{Fragments, KeptJson, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, ReceiptStatus, TranscriptItem, Usage};
@@ -38,12 +38,13 @@ pub fn body_json(req: &ModelRequest, model: &str) -> String {
 pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> String {
     let turns = turns(req);
     kept.prune(turns.iter().map(|(_, blocks)| blocks.len()).sum());
-    for (block, volatile) in turns.iter().flat_map(|(_, blocks)| blocks) {
-        if let Some(items) = keepable(req, block, *volatile) {
-            kept.keep(items, block);
-        }
-    }
-    serde_json::to_string(&body(req, model, Some((turns, kept)))).unwrap_or_default()
+    // One entry per block, in order.
+    let json: Vec<_> = turns
+        .iter()
+        .flat_map(|(_, blocks)| blocks)
+        .map(|(block, volatile)| kept.piece(keepable(req, block, *volatile)?, block))
+        .collect();
+    serde_json::to_string(&body(req, model, Some((turns, &json)))).unwrap_or_default()
 }
 
 /// The item a block is made from, where its JSON may be kept.
@@ -230,28 +231,26 @@ fn turns(req: &ModelRequest) -> Vec<Turn<'_>> {
 }
 
 /// The body; with `kept`, the blocks of `turns` (as [`turns`] made them)
-/// are copied from their kept JSON where there is one.
+/// and the kept JSON of each, in order, copied where there is one.
 fn body<'a>(
     req: &'a ModelRequest,
     model: &'a str,
-    kept: Option<(Vec<Turn<'a>>, &'a Fragments)>,
+    kept: Option<(Vec<Turn<'a>>, &'a [KeptJson])>,
 ) -> Body<'a> {
-    let (turns, kept) = match kept {
-        Some((turns, kept)) => (turns, Some(kept)),
-        None => (turns(req), None),
+    let (turns, json) = match kept {
+        Some((turns, json)) => (turns, json),
+        None => (turns(req), &[][..]),
     };
+    let mut json = json.iter();
     let caching = req.cache_key.is_some();
     let messages = turns
         .into_iter()
         .map(|(is_user, blocks)| Message {
             content: blocks
                 .into_iter()
-                .map(|(block, volatile)| {
-                    let json = kept.and_then(|kept| kept.get(keepable(req, &block, volatile)?));
-                    match json {
-                        Some(json) => Piece::Kept(json),
-                        None => Piece::Fresh(block),
-                    }
+                .map(|(block, _)| match json.next() {
+                    Some(Some(json)) => Piece::Kept(json),
+                    _ => Piece::Fresh(block),
                 })
                 .collect(),
             role: if is_user { "user" } else { "assistant" },

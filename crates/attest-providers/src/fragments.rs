@@ -30,8 +30,11 @@ pub struct Fragments {
 #[derive(Debug)]
 struct Fragment {
     items: Vec<Arc<TranscriptItem>>,
-    json: Box<RawValue>,
+    json: Arc<RawValue>,
 }
+
+/// What [`Fragments::piece`] gives for one piece of a body.
+pub(crate) type KeptJson = Option<Arc<RawValue>>;
 
 /// A body's piece: written now, or copied from a kept one.
 #[derive(Serialize)]
@@ -46,29 +49,37 @@ pub(crate) enum Piece<'a, T> {
 const PRUNE_AT: usize = 256;
 
 impl Fragments {
-    /// Keep the JSON of `value`, the piece made from `items`, unless it is
-    /// kept already.
-    pub(crate) fn keep(&mut self, items: &[Arc<TranscriptItem>], value: &impl Serialize) {
-        // Items only the request holds (a state snapshot, a synthetic
-        // result, a wrapper's rewritten history) can never come back.
-        if self.get(items).is_some() || items.iter().all(|i| Arc::strong_count(i) == 1) {
-            return;
+    /// The JSON of the piece made from `items`: the kept one, or else that of
+    /// `value`, kept from now on. `None` where it is not kept: items only
+    /// the request holds (a state snapshot, a synthetic result, a wrapper's
+    /// rewritten history) can never come back, and are written in place.
+    pub(crate) fn piece(
+        &mut self,
+        items: &[Arc<TranscriptItem>],
+        value: &impl Serialize,
+    ) -> KeptJson {
+        if let Some(json) = self.get(items) {
+            return Some(Arc::clone(json));
         }
-        let (Some(first), Ok(json)) = (items.first(), serde_json::value::to_raw_value(value))
-        else {
-            return;
+        let first = items.first()?;
+        if items.iter().all(|i| Arc::strong_count(i) == 1) {
+            return None;
+        }
+        let json: Arc<RawValue> = serde_json::value::to_raw_value(value).ok()?.into();
+        let fragment = Fragment {
+            items: items.to_vec(),
+            json: Arc::clone(&json),
         };
-        let items = items.to_vec();
-        self.entries
-            .insert(Arc::as_ptr(first) as usize, Fragment { items, json });
+        self.entries.insert(Arc::as_ptr(first) as usize, fragment);
+        Some(json)
     }
 
     /// The kept JSON of the piece made from exactly `items`.
-    pub(crate) fn get(&self, items: &[Arc<TranscriptItem>]) -> Option<&RawValue> {
+    fn get(&self, items: &[Arc<TranscriptItem>]) -> Option<&Arc<RawValue>> {
         let kept = self.entries.get(&(Arc::as_ptr(items.first()?) as usize))?;
         let same = kept.items.len() == items.len()
             && kept.items.iter().zip(items).all(|(a, b)| Arc::ptr_eq(a, b));
-        same.then_some(&*kept.json)
+        same.then_some(&kept.json)
     }
 
     /// Before a request of `pieces` pieces: past a bound, drop the pieces

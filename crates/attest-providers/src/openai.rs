@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions wire format (also spoken by DeepSeek, Qwen, vLLM,
 //! Ollama and most "OpenAI-compatible" servers).
 
-use crate::fragments::{Fragments, Piece};
+use crate::fragments::{Fragments, KeptJson, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, TranscriptItem, Usage};
@@ -31,10 +31,11 @@ pub fn body_json(req: &ModelRequest, model: &str) -> String {
 pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> String {
     let messages = messages(&req.history);
     kept.prune(messages.len());
-    for (range, message) in &messages {
-        kept.keep(&req.history[range.clone()], message);
-    }
-    serde_json::to_string(&body(req, model, Some((messages, kept)))).unwrap_or_default()
+    let json: Vec<_> = messages
+        .iter()
+        .map(|(range, message)| kept.piece(&req.history[range.clone()], message))
+        .collect();
+    serde_json::to_string(&body(req, model, Some((messages, &json)))).unwrap_or_default()
 }
 
 // Fields are declared in the order `serde_json::Map` sorts keys, so the
@@ -156,30 +157,29 @@ fn messages(items: &[Arc<TranscriptItem>]) -> Messages<'_> {
 }
 
 /// The body; with `kept`, the history's messages (as [`messages`] made
-/// them) are copied from their kept JSON where there is one.
+/// them) and the kept JSON of each, copied where there is one.
 fn body<'a>(
     req: &'a ModelRequest,
     model: &'a str,
-    kept: Option<(Messages<'a>, &'a Fragments)>,
+    kept: Option<(Messages<'a>, &'a [KeptJson])>,
 ) -> Body<'a> {
-    let mut out = vec![Piece::Fresh(message("system", &req.system))];
+    let mut pieces = vec![Piece::Fresh(message("system", &req.system))];
     match kept {
-        Some((messages, kept)) => out.extend(messages.into_iter().map(|(range, message)| {
-            match kept.get(&req.history[range]) {
+        Some((messages, json)) => pieces.extend(messages.into_iter().zip(json).map(
+            |((_, message), json)| match json {
                 Some(json) => Piece::Kept(json),
                 None => Piece::Fresh(message),
-            }
-        })),
-        None => out.extend(
+            },
+        )),
+        None => pieces.extend(
             messages(&req.history)
                 .into_iter()
                 .map(|(_, message)| Piece::Fresh(message)),
         ),
     }
-    let messages = out;
     Body {
         max_tokens: req.max_tokens,
-        messages,
+        messages: pieces,
         model,
         // Routes the run's requests to the server holding their cached prefix.
         prompt_cache_key: req.cache_key.as_deref(),

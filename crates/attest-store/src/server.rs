@@ -471,7 +471,7 @@ impl ServerStore for SqliteStore {
     }
 
     fn first_delivery(&mut self, key: &str, now: DateTime<Utc>) -> Result<bool, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = write_tx(&self.conn)?;
         tx.execute(
             "DELETE FROM webhook_deliveries WHERE seen_at < ?1",
             params![stamp(now - DELIVERY_KEYS_KEPT)],

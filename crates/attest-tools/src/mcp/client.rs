@@ -147,13 +147,19 @@ impl McpClientHandler {
         }
     }
 
-    /// `transport` with the server's progress notifications routed as they
-    /// are read (see [`ProgressTap`]). Every connector serves through it.
-    pub fn tap<T: Transport<RoleClient>>(&self, transport: T) -> ProgressTap<T> {
-        ProgressTap {
+    /// `transport` with the server's progress and `tools/list_changed`
+    /// notifications handled as they are read (see [`NotificationTap`]).
+    /// Every connector serves through it.
+    pub fn tap<T: Transport<RoleClient>>(&self, transport: T) -> NotificationTap<T> {
+        NotificationTap {
             inner: transport,
             handler: self.clone(),
         }
+    }
+
+    /// Count a `tools/list_changed` notice.
+    fn note_tools_changed(&self) {
+        self.state.tools_changed.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Hand a progress notification to the call watching its token (or
@@ -199,7 +205,7 @@ impl McpClientHandler {
 
 impl ClientHandler for McpClientHandler {
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        // Counted by the tap as it was read (see [`ProgressTap`]).
+        // Counted by the tap as it was read (see [`NotificationTap`]).
         let changes = self.tools_changed();
         // List again off the notification's task (a request awaited here
         // would wait on the loop that delivers its answer), so that the
@@ -228,12 +234,12 @@ impl ClientHandler for McpClientHandler {
 /// there could come after its call's result (a tool's final `3 of 3` lost),
 /// and a call sent after the answer that followed a notice could still be
 /// let through to a tool the server had withdrawn.
-pub struct ProgressTap<T> {
+pub struct NotificationTap<T> {
     inner: T,
     handler: McpClientHandler,
 }
 
-impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
+impl<T: Transport<RoleClient>> Transport<RoleClient> for NotificationTap<T> {
     type Error = T::Error;
 
     fn send(
@@ -251,10 +257,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ProgressTap<T> {
                     self.handler.route_progress(progress.params.clone())
                 }
                 ServerNotification::ToolListChangedNotification(_) => {
-                    self.handler
-                        .state
-                        .tools_changed
-                        .fetch_add(1, Ordering::SeqCst);
+                    self.handler.note_tools_changed()
                 }
                 _ => {}
             }

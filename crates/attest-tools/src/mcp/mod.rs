@@ -11,7 +11,7 @@ mod tool;
 
 pub use client::{
     describe as describe_failure, CallFailure, CallReply, McpClientHandler, McpConnection,
-    McpConnector, McpServer, McpService, ProgressTap, StdioConnector,
+    McpConnector, McpServer, McpService, NotificationTap, StdioConnector,
 };
 pub use config::{classify, Hints, McpConfigError, McpEndpoint, McpServerConfig};
 pub use runtime::McpRuntime;
