@@ -2,6 +2,7 @@
 //! whether a value occurs in a text: as a whole token, not glued to letters
 //! or digits (`80` is not in `8080`, `8` is not in `8.5`).
 
+use super::spans::{spans, Delimiter};
 use crate::memory::values::{classify, url_re, ValueKind, TRIM};
 use attest_protocol::CheckableKind;
 use regex::Regex;
@@ -21,16 +22,6 @@ fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
     cell.get_or_init(|| {
         Regex::new(pattern).unwrap_or_else(|e| panic!("built-in pattern must compile: {e}"))
     })
-}
-
-fn code_span_re() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    re(&RE, r"`([^`\n]{1,200})`")
-}
-
-fn quoted_re() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    re(&RE, r#""([^"\n]{1,120})"|“([^”\n]{1,120})”"#)
 }
 
 fn version_re() -> &'static Regex {
@@ -179,21 +170,22 @@ pub fn checkable_values(answer: &str) -> Vec<Checkable> {
     }
     // Code spans and quotes first, blanked afterwards so their words are
     // not taken again.
-    for (re, code) in [(code_span_re(), true), (quoted_re(), false)] {
+    for (delimiters, code) in [
+        (&[Delimiter::Backtick][..], true),
+        (&[Delimiter::Straight, Delimiter::Curly][..], false),
+    ] {
         let scanned = rest.clone();
-        for caps in re.captures_iter(&scanned) {
-            let Some(inner) = caps.get(1).or(caps.get(2)) else {
-                continue;
-            };
+        for span in spans(&scanned, delimiters) {
             // The answer's own text at that place: a quote may span a code
             // span already blanked out of `rest` (blanking keeps offsets).
-            let inner = answer.get(inner.range()).unwrap_or(inner.as_str()).trim();
+            let inner = answer
+                .get(span.inner.clone())
+                .unwrap_or(&scanned[span.inner])
+                .trim();
             if inner.chars().any(char::is_alphanumeric) {
                 push(span_value(inner, code));
             }
-            if let Some(whole) = caps.get(0) {
-                rest.replace_range(whole.range(), &blank(whole.as_str()));
-            }
+            rest.replace_range(span.whole.clone(), &blank(&scanned[span.whole]));
         }
     }
     let scanned = rest.clone();

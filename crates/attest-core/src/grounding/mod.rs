@@ -14,6 +14,7 @@ mod extract;
 #[cfg(test)]
 mod proptests;
 mod scan;
+pub(crate) mod spans;
 #[cfg(test)]
 mod tests;
 

@@ -28,6 +28,10 @@ pub struct Proposal {
 /// Longest sentence taken as one fact; longer text is prose, not a fact.
 const MAX_FACT_CHARS: usize = 400;
 
+/// Longest subject of "our … is …": a rule's `subject` group, when it has
+/// one, matches only up to this many characters.
+const SUBJECT_MAX_CHARS: usize = 40;
+
 /// Splits text into sentences at `.`, `!`, `?`, `;` followed by whitespace
 /// (so `api.example.com` and `3.14` stay whole), at CJK sentence marks and
 /// at line breaks.
@@ -121,7 +125,9 @@ fn rules() -> &'static [Rule] {
             ),
             (r"^我们(?:用|使用|采用|决定)\s*(.+)$", MemoryKind::Decision, false),
             (
-                r"(?i)^our\s+[\w .-]{1,40}?\s+(?:is|are|lives|runs|uses)\s+(.+)$",
+                // The subject's length is checked in code (SUBJECT_MAX_CHARS):
+                // `[\w .-]{1,40}?` compiles 40 copies of Unicode `\w`, 3 MB.
+                r"(?i)^our\s+(?P<subject>[\w .-]+?)\s+(?:is|are|lives|runs|uses)\s+(.+)$",
                 MemoryKind::ProjectFact,
                 false,
             ),
@@ -146,13 +152,22 @@ pub fn user_statements(text: &str) -> Vec<Proposal> {
         if is_question(sentence) || sentence.chars().count() > MAX_FACT_CHARS {
             continue;
         }
-        let Some((rule, caps)) = rules()
-            .iter()
-            .find_map(|r| r.re.captures(sentence).map(|c| (r, c)))
-        else {
+        let Some((rule, caps)) = rules().iter().find_map(|r| {
+            let caps = r.re.captures(sentence)?;
+            let subject_fits = caps
+                .name("subject")
+                .is_none_or(|s| s.as_str().chars().count() <= SUBJECT_MAX_CHARS);
+            subject_fits.then_some((r, caps))
+        }) else {
             continue;
         };
-        let captured = caps.get(1).map_or("", |m| m.as_str()).trim();
+        // The statement itself is each rule's last group.
+        let captured = caps
+            .iter()
+            .last()
+            .flatten()
+            .map_or("", |m| m.as_str())
+            .trim();
         if captured.is_empty() {
             continue;
         }
@@ -293,8 +308,22 @@ mod tests {
                 ("我们使用 Rust".into(), MemoryKind::Decision)
             ]
         );
+        assert_eq!(
+            got("Our build server is ci-7.example.com."),
+            [(
+                "Our build server is ci-7.example.com.".into(),
+                MemoryKind::ProjectFact
+            )]
+        );
+        // A subject of 40 characters is one; of 41, prose.
+        let subject = |n: usize| "x".repeat(n);
+        assert_eq!(
+            got(&format!("Our {} is on port 8443.", subject(40))).len(),
+            1
+        );
         // Tasks and questions are not statements to remember.
         for t in [
+            format!("Our {} is on port 8443.", subject(41)).as_str(),
             "Fix the bug in src/main.rs",
             "Do you remember the port?",
             "I want you to read config.toml",

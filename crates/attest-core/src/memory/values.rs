@@ -3,6 +3,7 @@
 //! in a tool's output. A fact is only as good as the values it names: "the
 //! port is 8080" is backed by a receipt exactly when `8080` is in one.
 
+use crate::grounding::spans::{spans, Delimiter};
 use regex::Regex;
 use std::sync::OnceLock;
 
@@ -86,14 +87,6 @@ fn number_re() -> &'static Regex {
     })
 }
 
-fn quoted_re() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(r#"`([^`\n]{1,200})`|"([^"\n]{1,120})"|“([^”\n]{1,120})”"#)
-            .unwrap_or_else(|e| panic!("built-in pattern must compile: {e}"))
-    })
-}
-
 pub(crate) const TRIM: &[char] = &[
     '.', ',', ';', ':', '!', '?', '(', ')', '[', ']', '{', '}', '"', '\'', '`', '*', '<', '>', '“',
     '”', '‘', '’', '。', '，', '；', '：', '！', '？', '（', '）',
@@ -110,12 +103,10 @@ pub fn distinctive_values(sentence: &str) -> Vec<Value> {
     // Quoted and backticked spans first, blanked out afterwards so their
     // inner words are not taken again as separate values.
     let mut rest = sentence.to_string();
-    for caps in quoted_re().captures_iter(sentence) {
-        let (inner, backtick) = match (caps.get(1), caps.get(2).or(caps.get(3))) {
-            (Some(m), _) => (m.as_str().trim(), true),
-            (None, Some(m)) => (m.as_str().trim(), false),
-            _ => continue,
-        };
+    const DELIMITERS: &[Delimiter] = &[Delimiter::Backtick, Delimiter::Straight, Delimiter::Curly];
+    for span in spans(sentence, DELIMITERS) {
+        let inner = sentence[span.inner].trim();
+        let backtick = span.delimiter == Delimiter::Backtick;
         if inner.is_empty() {
             continue;
         }
@@ -137,9 +128,8 @@ pub fn distinctive_values(sentence: &str) -> Vec<Value> {
             },
             &mut out,
         );
-        if let Some(whole) = caps.get(0) {
-            rest = rest.replacen(whole.as_str(), &" ".repeat(whole.as_str().len()), 1);
-        }
+        let whole = &sentence[span.whole];
+        rest = rest.replacen(whole, &" ".repeat(whole.len()), 1);
     }
     for m in url_re().find_iter(&rest.clone()) {
         let url = m.as_str().trim_end_matches(TRIM);

@@ -217,7 +217,7 @@ impl ToolRegistry {
             .validator
             .iter_errors(&arguments)
             .map(|e| {
-                let path = e.instance_path.as_str();
+                let path = e.instance_path().as_str();
                 let path = if path.is_empty() { "(root)" } else { path };
                 truncate_with_note(&format!("{path}: {e}"), SCHEMA_ERROR_LIMIT)
             })
