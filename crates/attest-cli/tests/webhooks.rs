@@ -66,6 +66,7 @@ fn config(model: &MockModel, receiver: &MockServer) -> String {
          feishu_encrypt_key_env = \"ATTEST_TEST_FEISHU_KEY\"\n\
          feishu_verification_token_env = \"ATTEST_TEST_FEISHU_TOKEN\"\n\
          slack_signing_secret_env = \"ATTEST_TEST_SLACK_SECRET\"\n\
+         slack_response_url_prefix = \"{r}/slack-response/\"\n\
          action_secret_env = \"ATTEST_TEST_ACTION_SECRET\"\n",
         model.base_url(),
         r = receiver.uri()
@@ -380,6 +381,7 @@ async fn signed_callbacks_release_runs_and_forged_stale_and_replayed_ones_change
             "type": "block_actions",
             "user": {"id": "U1", "username": "alice"},
             "actions": [{"action_id": "attest_approve", "value": value.to_string()}],
+            "response_url": format!("{}/slack-response/T1/1", receiver.uri()),
         });
         format!(
             "payload={}",
@@ -465,6 +467,29 @@ async fn signed_callbacks_release_runs_and_forged_stale_and_replayed_ones_change
     let run = server.wait_for_end(&run_id).await;
     assert_eq!(run["state"], "completed", "{run}");
     assert!(server.workspaces.join("slack/slack.txt").exists());
+    // Slack ignores the answer's body: the message that asked is replaced
+    // through the callback's response_url, and the attempt is traced.
+    let updates = received(&receiver, "/slack-response/T1/1", |rs| !rs.is_empty()).await;
+    assert_eq!(updates.len(), 1);
+    let update = json_body(&updates[0]);
+    assert_eq!(update["replace_original"], true, "{update}");
+    assert!(
+        update["text"]
+            .as_str()
+            .unwrap()
+            .contains("Approved by slack:alice"),
+        "{update}"
+    );
+    let trace = server.get(&format!("/v1/runs/{run_id}/trace")).await;
+    assert!(
+        trace["entries"].as_array().unwrap().iter().any(|e| {
+            let t = &e["trace"];
+            t["record"] == "webhook_delivery"
+                && t["event"] == "approval_decided"
+                && t["delivered"] == true
+        }),
+        "{trace}"
+    );
     // The same button again (a new request): already decided, nothing changes.
     let again = slack_headers(&body, now() + 1, SLACK_SECRET);
     let (status, answer) = server.hook("slack", &again, &body).await;

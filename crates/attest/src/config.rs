@@ -116,6 +116,11 @@ pub struct HooksSection {
     pub feishu_verification_token_env: Option<String>,
     /// Slack app's Signing Secret (`v0` request signing).
     pub slack_signing_secret_env: Option<String>,
+    /// Where a Slack callback's `response_url` may point for the message
+    /// to be updated with the decision (default `https://hooks.slack.com/`;
+    /// GovSlack's is `https://hooks.slack-gov.com/`). Any other URL is
+    /// not contacted.
+    pub slack_response_url_prefix: Option<String>,
     /// Key of the single-use approval tokens in card buttons (required
     /// with a `feishu` or `slack` webhook or adapter).
     pub action_secret_env: Option<String>,

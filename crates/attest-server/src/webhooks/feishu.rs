@@ -140,6 +140,8 @@ pub fn parse(
     Ok(Inbound::Decide {
         button,
         decided_by: format!("feishu:{who}"),
+        // Feishu updates the card from the callback's answer.
+        follow_up: None,
     })
 }
 
@@ -271,7 +273,9 @@ mod tests {
         let now = 1_700_000_000;
         let body = json!({"encrypt": encrypt("k", &callback("vt"))}).to_string();
         match parse(&keys, &signed(&keys, &body, now), body.as_bytes(), now).unwrap() {
-            Inbound::Decide { button, decided_by } => {
+            Inbound::Decide {
+                button, decided_by, ..
+            } => {
                 assert_eq!(button.call_id, "c1");
                 assert!(!button.approved());
                 assert_eq!(decided_by, "feishu:ou_1");

@@ -69,6 +69,7 @@ pub fn parse(
                 message: d.message,
             },
             decided_by,
+            follow_up: None,
         },
     ))
 }

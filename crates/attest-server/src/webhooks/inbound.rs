@@ -5,7 +5,7 @@
 //! then the delivery key (a replay is refused), and only then the
 //! decision.
 
-use super::{feishu, generic, slack, CallView, Decided, HookError, Inbound};
+use super::{feishu, generic, outbound, slack, CallView, Decided, HookError, Inbound};
 use crate::api::{ApprovalDecided, ErrorBody};
 use crate::error::ApiError;
 use crate::extract::ApiPath;
@@ -102,7 +102,12 @@ pub async fn receive(
         }
         _ => return Err(not_configured()),
     };
-    let Inbound::Decide { button, decided_by } = inbound else {
+    let Inbound::Decide {
+        button,
+        decided_by,
+        follow_up,
+    } = inbound
+    else {
         return Err(ApiError::BadRequest("nothing to decide".into()));
     };
     if adapter != "generic" && !hooks.token_fits(&button) {
@@ -167,7 +172,15 @@ pub async fn receive(
             }
         },
         "feishu" => Json(feishu::decided_response(call.as_ref(), &decided)).into_response(),
-        _ => Json(slack::decided_message(call.as_ref(), &decided)).into_response(),
+        _ => {
+            let message = slack::decided_message(call.as_ref(), &decided);
+            // Slack ignores a block_actions answer's body: the message that
+            // asked is updated through the callback's response_url.
+            if let (Some(url), Some(pending)) = (follow_up, &pending) {
+                outbound::update_message(&state, &pending.request.run_id, &url, &message);
+            }
+            Json(message).into_response()
+        }
     })
 }
 

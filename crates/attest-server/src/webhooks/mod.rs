@@ -84,6 +84,8 @@ pub struct Webhooks {
     generic: Option<Secret>,
     feishu: Option<feishu::FeishuKeys>,
     slack: Option<String>,
+    /// What a Slack `response_url` must start with to be followed.
+    slack_response_prefix: String,
     action_key: Option<Vec<u8>>,
     client: reqwest::Client,
     /// The first retry's delay; doubled for each later one.
@@ -93,6 +95,8 @@ pub struct Webhooks {
 
 /// Callbacks admitted per second; the rest get 429.
 const CALLBACKS_PER_SECOND: u32 = 50;
+/// Slack's `response_url`s live here.
+const SLACK_RESPONSE_PREFIX: &str = "https://hooks.slack.com/";
 const EVENTS: [&str; 2] = ["approval_requested", "done"];
 
 impl Webhooks {
@@ -103,6 +107,7 @@ impl Webhooks {
             generic: None,
             feishu: None,
             slack: None,
+            slack_response_prefix: SLACK_RESPONSE_PREFIX.into(),
             action_key: None,
             client: reqwest::Client::new(),
             backoff: Duration::from_secs(1),
@@ -217,6 +222,27 @@ impl Webhooks {
             "[server.hooks] slack_signing_secret_env",
             &hooks.slack_signing_secret_env,
         )?;
+        let slack_response_prefix = match &hooks.slack_response_url_prefix {
+            Some(prefix) => {
+                let url = reqwest::Url::parse(prefix).map_err(|e| {
+                    err(format!(
+                        "[server.hooks] slack_response_url_prefix is not a URL: {e}"
+                    ))
+                })?;
+                if !matches!(url.scheme(), "http" | "https")
+                    || url.host_str().is_none()
+                    || !prefix.ends_with('/')
+                {
+                    return Err(err(
+                        "[server.hooks] slack_response_url_prefix must be http(s)://host/…/, \
+                         ending in `/`"
+                            .into(),
+                    ));
+                }
+                prefix.clone()
+            }
+            None => SLACK_RESPONSE_PREFIX.into(),
+        };
         let action_key = read("[server.hooks] action_secret_env", &hooks.action_secret_env)?
             .map(String::into_bytes);
         let cards = endpoints.iter().any(|e| e.format != Format::Standard);
@@ -236,6 +262,7 @@ impl Webhooks {
             generic,
             feishu,
             slack,
+            slack_response_prefix,
             action_key,
             client,
             ..Webhooks::none()
@@ -266,6 +293,19 @@ impl Webhooks {
             }
             _ => false,
         }
+    }
+
+    /// Whether a Slack `response_url` is one to post the decided message
+    /// to: the configured prefix's scheme, host and port, under its path.
+    /// Gives the host, for the trace.
+    fn follows(&self, url: &str) -> Option<String> {
+        let prefix = reqwest::Url::parse(&self.slack_response_prefix).ok()?;
+        let url = reqwest::Url::parse(url).ok()?;
+        let same_origin = url.scheme() == prefix.scheme()
+            && url.host_str() == prefix.host_str()
+            && url.port_or_known_default() == prefix.port_or_known_default();
+        (same_origin && url.path().starts_with(prefix.path()))
+            .then(|| url.host_str().unwrap_or_default().to_string())
     }
 
     /// Count one callback against this second's budget.
@@ -313,6 +353,9 @@ pub enum Inbound {
     Decide {
         button: ButtonValue,
         decided_by: String,
+        /// Where the message that asked is updated once decided (Slack's
+        /// `response_url`): the callback's answer does not change it.
+        follow_up: Option<String>,
     },
 }
 

@@ -1,8 +1,9 @@
 //! Outbound deliveries: a run's `approval_requested` and `done`, to each
 //! `[[server.webhooks]]` entry that asked for them, signed per Standard
-//! Webhooks, retried with exponential backoff on a network error, a 5xx,
-//! 408 or 429, every attempt a `webhook_delivery` record in the run's
-//! trace (host, event, webhook-id, status or error, attempt).
+//! Webhooks, and a Slack message's update once its approval is decided;
+//! retried with exponential backoff on a network error, a 5xx, 408 or
+//! 429, every attempt a `webhook_delivery` record in the run's trace
+//! (host, event, webhook-id, status or error, attempt).
 
 use super::{feishu, slack, ButtonValue, CallView, Endpoint, Format};
 use crate::api::{Decision, DecisionScope};
@@ -76,6 +77,37 @@ async fn deliver_event(state: AppState, session_id: String, kind: &'static str, 
         })
         .collect::<Vec<_>>();
     futures::future::join_all(deliveries).await;
+}
+
+/// Attempts at updating a decided approval's message.
+const UPDATE_ATTEMPTS: u32 = 3;
+
+/// Replace the message that asked for an approval with `message`, at the
+/// `response_url` of a verified Slack callback — only where it starts with
+/// the configured prefix (`[server.hooks] slack_response_url_prefix`): the
+/// URL came in a request, and the server posts nowhere a request names.
+pub fn update_message(state: &AppState, run_id: &str, url: &str, message: &Value) {
+    let Some(host) = state.webhooks.follows(url) else {
+        (state.env.notices)(&format!(
+            "run {run_id}: a Slack callback's response_url is not under {}; \
+             the message was not updated",
+            state.webhooks.slack_response_prefix
+        ));
+        return;
+    };
+    let endpoint = Endpoint {
+        url: url.to_string(),
+        host,
+        secret: None,
+        events: Vec::new(),
+        format: Format::Slack,
+        max_attempts: UPDATE_ATTEMPTS,
+    };
+    let body = serde_json::to_vec(message).unwrap_or_default();
+    let (state, run_id) = (state.clone(), run_id.to_string());
+    tokio::spawn(async move {
+        deliver(&state, &endpoint, &run_id, "approval_decided", body).await;
+    });
 }
 
 async fn wait_for_pending(state: &AppState, run_id: &str, call_id: &str) -> Option<CallView> {

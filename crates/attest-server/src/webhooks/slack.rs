@@ -63,6 +63,7 @@ pub fn parse(body: &[u8]) -> Result<Inbound, HookError> {
     Ok(Inbound::Decide {
         button,
         decided_by: format!("slack:{who}"),
+        follow_up: payload["response_url"].as_str().map(str::to_string),
     })
 }
 
@@ -158,16 +159,25 @@ mod tests {
             "type": "block_actions",
             "user": {"id": "U1", "username": "alice"},
             "actions": [{"action_id": "attest_approve", "value": value}],
+            "response_url": "https://hooks.slack.com/actions/T1/1/abc",
         });
         let body: String = form_urlencoded::Serializer::new(String::new())
             .append_pair("payload", &payload.to_string())
             .finish();
         match parse(body.as_bytes()).unwrap() {
-            Inbound::Decide { button, decided_by } => {
+            Inbound::Decide {
+                button,
+                decided_by,
+                follow_up,
+            } => {
                 assert_eq!(button.call_id, "call_1");
                 assert_eq!(button.run_id.as_deref(), Some("run_1"));
                 assert!(button.approved());
                 assert_eq!(decided_by, "slack:alice");
+                assert_eq!(
+                    follow_up.as_deref(),
+                    Some("https://hooks.slack.com/actions/T1/1/abc")
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -174,3 +174,49 @@ fn callbacks_beyond_the_per_second_budget_are_refused() {
     }
     assert!(!hooks.admit());
 }
+
+#[test]
+fn a_slack_response_url_is_followed_only_under_the_configured_prefix() {
+    let hooks = Webhooks::none();
+    assert_eq!(
+        hooks
+            .follows("https://hooks.slack.com/actions/T1/2/abc")
+            .as_deref(),
+        Some("hooks.slack.com")
+    );
+    for refused in [
+        "http://hooks.slack.com/actions/T1/2/abc",
+        "https://hooks.slack.com.evil.example/actions",
+        "https://evil.example/https://hooks.slack.com/",
+        "https://hooks.slack.com:8443/actions",
+        "not a url",
+    ] {
+        assert_eq!(hooks.follows(refused), None, "{refused}");
+    }
+    let server = ServerSection {
+        hooks: HooksSection {
+            slack_response_url_prefix: Some("http://127.0.0.1:9/slack/".into()),
+            ..HooksSection::default()
+        },
+        ..ServerSection::default()
+    };
+    let local = Webhooks::from_config(&server, &env(&[])).unwrap();
+    assert!(local.follows("http://127.0.0.1:9/slack/T1/1").is_some());
+    assert!(local.follows("http://127.0.0.1:9/other/T1/1").is_none());
+    assert!(local
+        .follows("https://hooks.slack.com/actions/T1/2/abc")
+        .is_none());
+    for bad in ["ftp://127.0.0.1/slack/", "http://127.0.0.1:9/slack", "nope"] {
+        let server = ServerSection {
+            hooks: HooksSection {
+                slack_response_url_prefix: Some(bad.into()),
+                ..HooksSection::default()
+            },
+            ..ServerSection::default()
+        };
+        assert!(
+            error(&server, &[]).contains("slack_response_url_prefix"),
+            "{bad}"
+        );
+    }
+}
