@@ -6,7 +6,9 @@
 //! next job.
 
 use crate::StoreError;
-use postgres::{Client, NoTls};
+use postgres::types::ToSql;
+use postgres::{Client, GenericClient, NoTls, Row, Statement};
+use std::collections::HashMap;
 use std::sync::mpsc;
 
 type Job = Box<dyn FnOnce(&mut Slot) + Send>;
@@ -15,14 +17,84 @@ type Job = Box<dyn FnOnce(&mut Slot) + Send>;
 struct Slot {
     url: String,
     client: Option<Client>,
+    prepared: Prepared,
 }
 
 impl Slot {
-    fn client(&mut self) -> Result<&mut Client, StoreError> {
+    fn client(&mut self) -> Result<(&mut Client, &mut Prepared), StoreError> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
+            // Statements belong to the connection they were prepared on.
+            self.prepared.0.clear();
             self.client = Some(connect(&self.url)?);
         }
-        Ok(self.client.as_mut().expect("connected above"))
+        let client = self.client.as_mut().expect("connected above");
+        Ok((client, &mut self.prepared))
+    }
+}
+
+/// The statements of the hot paths (appends, leases), prepared once per
+/// connection: a text statement costs a parse and plan in the server and a
+/// round trip of its own each time it runs.
+#[derive(Default)]
+pub(crate) struct Prepared(HashMap<&'static str, Statement>);
+
+impl Prepared {
+    /// `sql` prepared on this connection (inside a transaction or not).
+    pub(crate) fn get(
+        &mut self,
+        c: &mut impl GenericClient,
+        sql: &'static str,
+    ) -> Result<Statement, postgres::Error> {
+        if let Some(statement) = self.0.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = c.prepare(sql)?;
+        self.0.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    /// `c.execute` of `sql`, prepared.
+    pub(crate) fn execute(
+        &mut self,
+        c: &mut impl GenericClient,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        let statement = self.get(c, sql)?;
+        c.execute(&statement, params)
+    }
+
+    /// `c.query_one` of `sql`, prepared.
+    pub(crate) fn query_one(
+        &mut self,
+        c: &mut impl GenericClient,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        let statement = self.get(c, sql)?;
+        c.query_one(&statement, params)
+    }
+
+    /// `c.query_opt` of `sql`, prepared.
+    pub(crate) fn query_opt(
+        &mut self,
+        c: &mut impl GenericClient,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let statement = self.get(c, sql)?;
+        c.query_opt(&statement, params)
+    }
+
+    /// `c.query` of `sql`, prepared.
+    pub(crate) fn query(
+        &mut self,
+        c: &mut impl GenericClient,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let statement = self.get(c, sql)?;
+        c.query(&statement, params)
     }
 }
 
@@ -46,6 +118,7 @@ impl Conn {
         let mut slot = Slot {
             url: url.to_string(),
             client: None,
+            prepared: Prepared::default(),
         };
         std::thread::Builder::new()
             .name("attest-postgres".into())
@@ -68,9 +141,17 @@ impl Conn {
         &self,
         f: impl FnOnce(&mut Client) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
+        self.call_prepared(|c, _| f(c))
+    }
+
+    /// [`Conn::call`] with the connection's prepared statements.
+    pub(crate) fn call_prepared<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Client, &mut Prepared) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
         let (tx, rx) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |slot| {
-            let result = slot.client().and_then(f);
+            let result = slot.client().and_then(|(c, prepared)| f(c, prepared));
             let _ = tx.send(result);
         });
         let gone = || StoreError::Postgres("the connection thread stopped".into());

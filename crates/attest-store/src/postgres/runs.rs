@@ -1,5 +1,6 @@
 //! [`Store`] on PostgreSQL: sessions, runs, the chained log, memory.
 
+use super::conn::Prepared;
 use super::{PgStore, EVENTS_CHANNEL};
 use crate::chain::{self, ChainVerdict, RunHeader, StoredEntry};
 use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
@@ -85,21 +86,52 @@ enum Appended {
     HeadMoved,
 }
 
+const FENCE_SQL: &str =
+    "SELECT lease_owner, lease_epoch, state FROM server_runs WHERE run_id = $1 FOR SHARE";
+const ARCHIVE_SQL: &str =
+    "INSERT INTO archive (run_id, call_id, item, created_at) VALUES ($1, $2, $3, $4)";
+const ARTIFACT_SQL: &str = "INSERT INTO artifacts (run_id, step, kind, body, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id";
+const MOVE_HEAD_SQL: &str =
+    "UPDATE runs SET chain_head = $2 WHERE id = $1 AND chain_head IS NOT DISTINCT FROM $3";
+/// A batch's entries in one statement, in order (`id` is a sequence).
+const ENTRIES_SQL: &str = "INSERT INTO entries (run_id, kind, type, body, created_at, hash)
+     SELECT $1, e.kind, e.type, e.body, e.created_at, e.hash
+     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+          WITH ORDINALITY AS e(kind, type, body, created_at, hash, n)
+     ORDER BY e.n";
+const RECEIPT_SQL: &str =
+    "INSERT INTO receipts (run_id, call_id, tool_name, status, body) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT DO NOTHING";
+const RUN_END_SQL: &str = "UPDATE runs SET status = $2, reason = $3, answer = $4, steps = $5, finished_at = $6 WHERE id = $1";
+const NOTIFY_SQL: &str = "SELECT pg_notify($1, $2)";
+
+/// The entries rows of one batch, column by column.
+#[derive(Default)]
+struct Rows {
+    kinds: Vec<String>,
+    types: Vec<String>,
+    bodies: Vec<String>,
+    created: Vec<String>,
+    hashes: Vec<Option<String>>,
+}
+
 /// Appends `entries` to `run_id` in one transaction (see the module
-/// invariants of [`super`]).
+/// invariants of [`super`]): the fence check, the rows an entry writes
+/// beside the log (archive, artifacts, receipts, the run's end), one
+/// compare-and-swap of the chain head from where it stood to the batch's
+/// last hash, one insert of all entries and one notification, each a
+/// statement prepared once per connection.
 fn append_in(
     tx: &mut Transaction<'_>,
+    prepared: &mut Prepared,
     run_id: &str,
     cached: Option<(Head, String)>,
     fence: Option<(String, i64)>,
     entries: &[LogEntry],
 ) -> Result<Appended, StoreError> {
     if let Some((owner, epoch)) = &fence {
-        let held = tx
-            .query_opt(
-                "SELECT lease_owner, lease_epoch, state FROM server_runs WHERE run_id = $1 FOR SHARE",
-                &[&run_id],
-            )?
+        let held = prepared
+            .query_opt(tx, FENCE_SQL, &[&run_id])?
             .map(|r| (r.get(0), r.get(1), r.get(2)));
         if !lease_holds(held, owner, *epoch) {
             return Err(StoreError::Fenced {
@@ -108,15 +140,18 @@ fn append_in(
             });
         }
     }
-    let (mut head, session) = match cached {
+    let (start, session) = match cached {
         Some(h) => h,
         None => read_head(tx, run_id)?.ok_or_else(|| StoreError::UnknownRun(run_id.into()))?,
     };
+    let mut head = start.clone();
+    let mut rows = Rows::default();
     let mut events = 0;
     for entry in entries {
         if let LogEntry::Archive { item } = entry {
-            tx.execute(
-                "INSERT INTO archive (run_id, call_id, item, created_at) VALUES ($1, $2, $3, $4)",
+            prepared.execute(
+                tx,
+                ARCHIVE_SQL,
                 &[
                     &run_id,
                     &item.call_id(),
@@ -127,9 +162,10 @@ fn append_in(
             continue;
         }
         let stored = stored_form(entry, |step, kind, raw| {
-            let id: i64 = tx
+            let id: i64 = prepared
                 .query_one(
-                    "INSERT INTO artifacts (run_id, step, kind, body, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                    tx,
+                    ARTIFACT_SQL,
                     &[&run_id, &(step as i64), &kind, &raw, &now()],
                 )?
                 .get(0);
@@ -140,19 +176,6 @@ fn append_in(
         let hash = head
             .prev()
             .map(|prev| chain::link(prev, run_id, &kind, &name, &body));
-        if let Some(hash) = &hash {
-            let moved = tx.execute(
-                "UPDATE runs SET chain_head = $2 WHERE id = $1 AND chain_head IS NOT DISTINCT FROM $3",
-                &[&run_id, hash, &head.stored()],
-            )?;
-            if moved == 0 {
-                return Ok(Appended::HeadMoved);
-            }
-        }
-        tx.execute(
-            "INSERT INTO entries (run_id, kind, type, body, created_at, hash) VALUES ($1, $2, $3, $4, $5, $6)",
-            &[&run_id, &kind, &name, &body, &now(), &hash],
-        )?;
         match &stored {
             LogEntry::Item {
                 item:
@@ -160,10 +183,16 @@ fn append_in(
                         receipt: Some(r), ..
                     },
             } => {
-                tx.execute(
-                    "INSERT INTO receipts (run_id, call_id, tool_name, status, body) VALUES ($1, $2, $3, $4, $5)
-                     ON CONFLICT DO NOTHING",
-                    &[&run_id, &r.call_id, &r.tool_name, &r.status.as_str(), &serde_json::to_string(r)?],
+                prepared.execute(
+                    tx,
+                    RECEIPT_SQL,
+                    &[
+                        &run_id,
+                        &r.call_id,
+                        &r.tool_name,
+                        &r.status.as_str(),
+                        &serde_json::to_string(r)?,
+                    ],
                 )?;
             }
             LogEntry::Event { event } => {
@@ -176,22 +205,58 @@ fn append_in(
                     ..
                 } = &event.body
                 {
-                    tx.execute(
-                        "UPDATE runs SET status = $2, reason = $3, answer = $4, steps = $5, finished_at = $6 WHERE id = $1",
-                        &[&run_id, &state.as_str(), &reason.as_str(), answer, &(*steps as i64), &now()],
+                    prepared.execute(
+                        tx,
+                        RUN_END_SQL,
+                        &[
+                            &run_id,
+                            &state.as_str(),
+                            &reason.as_str(),
+                            answer,
+                            &(*steps as i64),
+                            &now(),
+                        ],
                     )?;
                 }
             }
             _ => {}
         }
+        rows.kinds.push(kind);
+        rows.types.push(name);
+        rows.bodies.push(body);
+        rows.created.push(now());
+        rows.hashes.push(hash.clone());
         head = match hash {
             Some(h) => Head::Stored(h),
             None => Head::Legacy,
         };
     }
+    if let Head::Stored(last) = &head {
+        if start.stored() != Some(last.as_str()) {
+            let moved = prepared.execute(tx, MOVE_HEAD_SQL, &[&run_id, last, &start.stored()])?;
+            if moved == 0 {
+                return Ok(Appended::HeadMoved);
+            }
+        }
+    }
+    if !rows.kinds.is_empty() {
+        prepared.execute(
+            tx,
+            ENTRIES_SQL,
+            &[
+                &run_id,
+                &rows.kinds,
+                &rows.types,
+                &rows.bodies,
+                &rows.created,
+                &rows.hashes,
+            ],
+        )?;
+    }
     if events > 0 {
-        tx.execute(
-            "SELECT pg_notify($1, $2)",
+        prepared.execute(
+            tx,
+            NOTIFY_SQL,
             &[&EVENTS_CHANNEL, &format!("{run_id} {session}")],
         )?;
     }
@@ -271,23 +336,25 @@ impl PgStore {
         };
         let notify = matches!(entry, LogEntry::Event { .. }).then(|| format!("{run_id} {session}"));
         let (run, sent_hash) = (run_id.to_string(), hash.clone());
-        let code: i32 = self.conn.call(move |c| {
-            Ok(c.query_one(
-                "SELECT attest_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                &[
-                    &run,
-                    &owner,
-                    &epoch,
-                    &prev,
-                    &sent_hash,
-                    &kind,
-                    &name,
-                    &body,
-                    &now(),
-                    &notify,
-                ],
-            )?
-            .get(0))
+        let code: i32 = self.conn.call_prepared(move |c, prepared| {
+            Ok(prepared
+                .query_one(
+                    c,
+                    "SELECT attest_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                    &[
+                        &run,
+                        &owner,
+                        &epoch,
+                        &prev,
+                        &sent_hash,
+                        &kind,
+                        &name,
+                        &body,
+                        &now(),
+                        &notify,
+                    ],
+                )?
+                .get(0))
         })?;
         match code {
             0 => {
@@ -389,9 +456,9 @@ impl Store for PgStore {
             let cached = self.heads.get(run_id).cloned();
             let fence = self.fences.get(run_id).cloned();
             let (id, batch) = (run_id.to_string(), entries.to_vec());
-            let appended = self.conn.call(move |c| {
+            let appended = self.conn.call_prepared(move |c, prepared| {
                 let mut tx = c.transaction()?;
-                let appended = append_in(&mut tx, &id, cached, fence, &batch)?;
+                let appended = append_in(&mut tx, prepared, &id, cached, fence, &batch)?;
                 if matches!(appended, Appended::Done(..)) {
                     tx.commit()?;
                 }

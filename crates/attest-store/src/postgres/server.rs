@@ -60,6 +60,37 @@ fn events(rows: Vec<Row>) -> Result<Vec<StoredEvent>, StoreError> {
     Ok(out)
 }
 
+// The hot paths' statements, prepared once per connection.
+const ENQUEUE_SQL: &str =
+    "INSERT INTO server_runs (run_id, session_id, request, state, idempotency_key, created_at)
+     VALUES ($1, $2, $3, 'queued', $4, $5)
+     ON CONFLICT (idempotency_key) DO NOTHING
+     RETURNING run_id";
+const EARLIER_SQL: &str = "SELECT run_id, session_id FROM server_runs WHERE idempotency_key = $1";
+const CANDIDATES_SQL: &str = "SELECT q.run_id, q.session_id, q.state FROM server_runs q
+     WHERE (q.state = 'leased' AND q.lease_expires < clock_timestamp()
+            AND q.lease_owner IS DISTINCT FROM $2)
+        OR (q.state = 'queued' AND NOT EXISTS (
+                SELECT 1 FROM server_runs o
+                WHERE o.session_id = q.session_id AND o.state = 'leased'))
+     ORDER BY q.state = 'queued', q.created_at, q.seq
+     LIMIT $1
+     FOR UPDATE OF q SKIP LOCKED";
+const SESSION_LOCK_SQL: &str = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))";
+const SESSION_BUSY_SQL: &str =
+    "SELECT EXISTS(SELECT 1 FROM server_runs WHERE session_id = $1 AND state = 'leased')";
+const LEASE_SQL: &str = "UPDATE server_runs
+     SET state = 'leased', lease_owner = $2, lease_epoch = lease_epoch + 1,
+     lease_expires = clock_timestamp() + make_interval(secs => $3)
+     WHERE run_id = $1
+     RETURNING request, lease_epoch";
+const RENEW_SQL: &str =
+    "UPDATE server_runs SET lease_expires = clock_timestamp() + make_interval(secs => $4)
+     WHERE run_id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND state = 'leased'";
+const SETTLE_SQL: &str = "UPDATE server_runs SET state = $3, reason = $4, lease_expires = NULL
+     WHERE run_id = $1 AND lease_epoch = $2 AND state = 'leased'";
+const NOTIFY_SQL: &str = "SELECT pg_notify($1, $2)";
+
 fn seconds(d: Duration) -> f64 {
     d.as_secs_f64().max(0.001)
 }
@@ -67,27 +98,28 @@ fn seconds(d: Duration) -> f64 {
 impl ServerStore for PgStore {
     fn enqueue(&mut self, run: &QueuedRun) -> Result<Enqueued, StoreError> {
         let run = run.clone();
-        self.conn.call(move |c| {
+        self.conn.call_prepared(move |c, prepared| {
             let mut tx = c.transaction()?;
-            let inserted = tx.query_opt(
-                "INSERT INTO server_runs (run_id, session_id, request, state, idempotency_key, created_at)
-                 VALUES ($1, $2, $3, 'queued', $4, $5)
-                 ON CONFLICT (idempotency_key) DO NOTHING
-                 RETURNING run_id",
-                &[&run.run_id, &run.session_id, &run.request.to_string(), &run.idempotency_key, &now()],
+            let inserted = prepared.query_opt(
+                &mut tx,
+                ENQUEUE_SQL,
+                &[
+                    &run.run_id,
+                    &run.session_id,
+                    &run.request.to_string(),
+                    &run.idempotency_key,
+                    &now(),
+                ],
             )?;
             if inserted.is_none() {
-                let earlier = tx.query_one(
-                    "SELECT run_id, session_id FROM server_runs WHERE idempotency_key = $1",
-                    &[&run.idempotency_key],
-                )?;
+                let earlier = prepared.query_one(&mut tx, EARLIER_SQL, &[&run.idempotency_key])?;
                 return Ok(Enqueued {
                     run_id: earlier.get(0),
                     session_id: earlier.get(1),
                     created: false,
                 });
             }
-            tx.execute("SELECT pg_notify($1, $2)", &[&QUEUE_CHANNEL, &run.run_id])?;
+            prepared.execute(&mut tx, NOTIFY_SQL, &[&QUEUE_CHANNEL, &run.run_id])?;
             tx.commit()?;
             Ok(Enqueued {
                 run_id: run.run_id,
@@ -99,25 +131,14 @@ impl ServerStore for PgStore {
 
     fn lease_next(&mut self, owner: &str, lease: Duration) -> Result<Option<Lease>, StoreError> {
         let owner = owner.to_string();
-        self.conn.call(move |c| {
+        self.conn.call_prepared(move |c, prepared| {
             let mut tx = c.transaction()?;
             // Expired leases first (takeovers: never of this owner's own
             // leases, whose drives are still running however late their
             // renewal), then the oldest queued runs of sessions with no
             // leased run; rows other servers are looking at are skipped, not
             // waited for.
-            let candidates = tx.query(
-                "SELECT q.run_id, q.session_id, q.state FROM server_runs q
-                 WHERE (q.state = 'leased' AND q.lease_expires < clock_timestamp()
-                        AND q.lease_owner IS DISTINCT FROM $2)
-                    OR (q.state = 'queued' AND NOT EXISTS (
-                            SELECT 1 FROM server_runs o
-                            WHERE o.session_id = q.session_id AND o.state = 'leased'))
-                 ORDER BY q.state = 'queued', q.created_at, q.seq
-                 LIMIT $1
-                 FOR UPDATE OF q SKIP LOCKED",
-                &[&CANDIDATES, &owner],
-            )?;
+            let candidates = prepared.query(&mut tx, CANDIDATES_SQL, &[&CANDIDATES, &owner])?;
             for candidate in candidates {
                 let (run_id, session_id, state): (String, String, String) =
                     (candidate.get(0), candidate.get(1), candidate.get(2));
@@ -125,31 +146,19 @@ impl ServerStore for PgStore {
                     // One leased run per session, across servers: the
                     // session's lock is held until this transaction ends,
                     // and the check below sees any lease committed before.
-                    let locked: bool = tx
-                        .query_one(
-                            "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
-                            &[&session_id],
-                        )?
+                    let locked: bool = prepared
+                        .query_one(&mut tx, SESSION_LOCK_SQL, &[&session_id])?
                         .get(0);
                     let busy: bool = locked
-                        && tx
-                            .query_one(
-                                "SELECT EXISTS(SELECT 1 FROM server_runs WHERE session_id = $1 AND state = 'leased')",
-                                &[&session_id],
-                            )?
+                        && prepared
+                            .query_one(&mut tx, SESSION_BUSY_SQL, &[&session_id])?
                             .get(0);
                     if !locked || busy {
                         continue;
                     }
                 }
-                let row = tx.query_one(
-                    "UPDATE server_runs
-                     SET state = 'leased', lease_owner = $2, lease_epoch = lease_epoch + 1,
-                         lease_expires = clock_timestamp() + make_interval(secs => $3)
-                     WHERE run_id = $1
-                     RETURNING request, lease_epoch",
-                    &[&run_id, &owner, &seconds(lease)],
-                )?;
+                let row =
+                    prepared.query_one(&mut tx, LEASE_SQL, &[&run_id, &owner, &seconds(lease)])?;
                 tx.commit()?;
                 let request: String = row.get(0);
                 let epoch: i64 = row.get(1);
@@ -173,12 +182,8 @@ impl ServerStore for PgStore {
         lease: Duration,
     ) -> Result<bool, StoreError> {
         let (run_id, owner) = (run_id.to_string(), owner.to_string());
-        self.conn.call(move |c| {
-            Ok(c.execute(
-                "UPDATE server_runs SET lease_expires = clock_timestamp() + make_interval(secs => $4)
-                 WHERE run_id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND state = 'leased'",
-                &[&run_id, &owner, &epoch, &seconds(lease)],
-            )? == 1)
+        self.conn.call_prepared(move |c, prepared| {
+            Ok(prepared.execute(c, RENEW_SQL, &[&run_id, &owner, &epoch, &seconds(lease)])? == 1)
         })
     }
 
@@ -194,15 +199,11 @@ impl ServerStore for PgStore {
             state.to_string(),
             reason.map(str::to_string),
         );
-        self.conn.call(move |c| {
+        self.conn.call_prepared(move |c, prepared| {
             let mut tx = c.transaction()?;
-            let n = tx.execute(
-                "UPDATE server_runs SET state = $3, reason = $4, lease_expires = NULL
-                 WHERE run_id = $1 AND lease_epoch = $2 AND state = 'leased'",
-                &[&run_id, &epoch, &state, &reason],
-            )?;
+            let n = prepared.execute(&mut tx, SETTLE_SQL, &[&run_id, &epoch, &state, &reason])?;
             // The session's next run may start now, on any server.
-            tx.execute("SELECT pg_notify($1, $2)", &[&QUEUE_CHANNEL, &run_id])?;
+            prepared.execute(&mut tx, NOTIFY_SQL, &[&QUEUE_CHANNEL, &run_id])?;
             tx.commit()?;
             Ok(n == 1)
         })
@@ -416,7 +417,7 @@ impl ServerStore for PgStore {
                     )?;
                 }
                 tx.execute(
-                    "SELECT pg_notify($1, $2)",
+                    NOTIFY_SQL,
                     &[&APPROVALS_CHANNEL, &format!("{run_id} {call_id}")],
                 )?;
             }
