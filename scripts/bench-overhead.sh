@@ -5,26 +5,32 @@
 # example), then for each wire format (OpenAI chat, Anthropic Messages),
 # streaming and not, and N = 100 and 500 steps, runs `attest run` with the
 # built-in `read_file` on a small file per step and prints:
-#   - harness time per step: the server's gap between handing back response
-#     k and receiving request k+1, less the tool's own run time from the
-#     step's receipt (started_at..finished_at) — that is, response's last
-#     byte → tool start plus tool result → next request on the wire;
-#     median, p90, and the ratio of the last 20 steps' median to the first 20's;
+#   - harness time per step: the gap between response k's last byte
+#     leaving the server's socket and request k+1's first byte arriving
+#     there, less the tool's own run time from the step's receipt
+#     (started_at..finished_at) — that is, response's last byte → tool start
+#     plus tool result → next request on the wire; median, p90, and the
+#     ratio of the last 20 steps' median to the first 20's;
+#   - the same median and ratio measured up to the server having read
+#     request k+1 whole ("whole"), which adds moving the body across
+#     loopback: at 500 steps a body is several hundred kilobytes;
 #   - start-up: process start → first request at the server;
 #   - peak RSS of the attest process (/usr/bin/time -f %M).
 #
 # Usage: scripts/bench-overhead.sh [STEPS...]   (default: 100 500)
-# Set ATTEST_BENCH_NO_BUILD=1 to reuse target/release.
+# Set ATTEST_BENCH_NO_BUILD=1 to reuse the build, ATTEST_BENCH_PROFILE to
+# measure another cargo profile than `release` (`release-lto`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps_list=("${@:-100 500}")
 read -r -a steps_list <<<"${steps_list[*]}"
+profile=${ATTEST_BENCH_PROFILE:-release}
 if [[ -z "${ATTEST_BENCH_NO_BUILD:-}" ]]; then
   # Without the embedded model (candle): the HTTP-provider binary.
-  cargo build --release -p attest-cli --no-default-features --bin attest --example scripted_server >&2
+  cargo build --profile "$profile" -p attest-cli --no-default-features --bin attest --example scripted_server >&2
 fi
-bin=target/release/attest
-server=target/release/examples/scripted_server
+bin=target/$profile/attest
+server=target/$profile/examples/scripted_server
 [[ -x $bin && -x $server ]] || { echo "missing $bin or $server" >&2; exit 1; }
 
 python3 - "$bin" "$server" "${steps_list[@]}" <<'PY'
@@ -69,6 +75,8 @@ def one(wire, stream, steps):
         srv.wait(timeout=60)
         violations = open(f"{out}/violations").read()
         times = json.load(open(f"{out}/times.json"))
+        wire_times = json.load(open(f"{out}/wire_times.json"))
+        assert len(wire_times) == len(times) == steps, (len(wire_times), len(times))
         events = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")]
         done = events[-1]
         assert done["type"] == "done" and done["state"] == "completed", (done, run.stderr)
@@ -76,23 +84,27 @@ def one(wire, stream, steps):
         rss_kb = int(run.stderr.strip().splitlines()[-1])
         receipts = done["receipts"]
         assert len(receipts) == steps - 1, len(receipts)
-        per_step = []
+        per_step, whole = [], []
         for k, r in enumerate(receipts):
-            gap = times[k + 1][0] - times[k][1]
             tool = micros(r["finished_at"]) - micros(r["started_at"])
-            per_step.append((gap - tool) / 1000.0)
-        startup = (times[0][0] - started * 1_000_000) / 1000.0
-        return per_step, rss_kb, startup
+            per_step.append((wire_times[k + 1][0] - wire_times[k][1] - tool) / 1000.0)
+            whole.append((times[k + 1][0] - times[k][1] - tool) / 1000.0)
+        startup = (wire_times[0][0] - started * 1_000_000) / 1000.0
+        return per_step, whole, rss_kb, startup
+
+def ratio(xs):
+    return statistics.median(xs[-20:]) / statistics.median(xs[:20])
 
 print(f"{'wire':<10} {'stream':<6} {'steps':>5} {'median ms':>9} {'p90 ms':>7} "
-      f"{'last20/first20':>14} {'start-up ms':>11} {'peak RSS MB':>11}")
+      f"{'last20/first20':>14} {'start-up ms':>11} {'peak RSS MB':>11} "
+      f"{'whole: median':>13} {'ratio':>5}")
 for steps in steps_list:
     for wire in ["openai", "anthropic"]:
         for stream in [False, True]:
-            per_step, rss_kb, startup = one(wire, stream, steps)
+            per_step, whole, rss_kb, startup = one(wire, stream, steps)
             med = statistics.median(per_step)
             p90 = statistics.quantiles(per_step, n=10)[-1]
-            ratio = statistics.median(per_step[-20:]) / statistics.median(per_step[:20])
             print(f"{wire:<10} {str(stream).lower():<6} {steps:>5} {med:>9.3f} {p90:>7.3f} "
-                  f"{ratio:>14.2f} {startup:>11.1f} {rss_kb / 1024:>11.1f}", flush=True)
+                  f"{ratio(per_step):>14.2f} {startup:>11.1f} {rss_kb / 1024:>11.1f} "
+                  f"{statistics.median(whole):>13.3f} {ratio(whole):>5.2f}", flush=True)
 PY

@@ -6,15 +6,85 @@
 //! `anthropic`, STREAM `0` or `1`. It serves STEPS − 1 `read_file` calls
 //! of `data/fNNNN.txt`, then an answer; writes `DIR/url` once listening,
 //! and once the script is served `DIR/times.json` (per request: arrival
-//! and response time, µs since the epoch) and `DIR/violations` (empty when
-//! every request was valid).
+//! and response time, µs since the epoch), `DIR/wire_times.json` (per
+//! request: its first byte in and its response's last byte out, as a
+//! forwarding socket in front of the model server saw them) and
+//! `DIR/violations` (empty when every request was valid).
+//!
+//! The model server reads a request whole before it answers, so its
+//! arrival time includes moving the body across loopback; the forwarding
+//! socket tells when attest put the request on the wire. Requests of one
+//! run come one at a time, so the first byte from attest after a response
+//! begins the next request.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
 use common::{MockModel, Turn, Variant, Wire};
 use serde_json::json;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+fn epoch_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// What the forwarding socket saw: each request's first byte in, each
+/// response's last byte out (µs since the epoch), and which came last.
+#[derive(Default)]
+struct WireTimes {
+    first_in: Vec<u64>,
+    last_out: Vec<u64>,
+    answering: bool,
+}
+
+/// Forwards every connection on `listener` to `upstream`, timing the turns.
+async fn forward(listener: TcpListener, upstream: String, times: Arc<Mutex<WireTimes>>) {
+    while let Ok((client, _)) = listener.accept().await {
+        let Ok(server) = TcpStream::connect(&upstream).await else {
+            continue;
+        };
+        let (mut client_read, mut client_write) = client.into_split();
+        let (mut server_read, mut server_write) = server.into_split();
+        let inbound = Arc::clone(&times);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 1 << 16];
+            while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+                {
+                    let mut t = inbound.lock().unwrap();
+                    if t.answering || t.first_in.is_empty() {
+                        t.answering = false;
+                        t.first_in.push(epoch_micros());
+                    }
+                }
+                if server_write.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let outbound = Arc::clone(&times);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 1 << 16];
+            while let Ok(n @ 1..) = server_read.read(&mut buf).await {
+                if client_write.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+                let mut t = outbound.lock().unwrap();
+                let now = epoch_micros();
+                if t.answering {
+                    *t.last_out.last_mut().expect("answering has a slot") = now;
+                } else {
+                    t.answering = true;
+                    t.last_out.push(now);
+                }
+            }
+        });
+    }
+}
 
 #[tokio::main]
 async fn main() {
@@ -39,7 +109,13 @@ async fn main() {
         stream: stream == "1",
     };
     let model = MockModel::start(variant, turns).await;
-    std::fs::write(dir.join("url"), model.base_url()).expect("write url");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let front = listener.local_addr().expect("address").to_string();
+    let upstream = model.server.address().to_string();
+    let wire_times = Arc::new(Mutex::new(WireTimes::default()));
+    tokio::spawn(forward(listener, upstream.clone(), Arc::clone(&wire_times)));
+    let url = model.base_url().replace(&upstream, &front);
+    std::fs::write(dir.join("url"), url).expect("write url");
     while model.times().len() < steps {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -47,6 +123,15 @@ async fn main() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let times: Vec<[u64; 2]> = model.times().iter().map(|&(a, b)| [a, b]).collect();
     std::fs::write(dir.join("times.json"), json!(times).to_string()).expect("write times");
+    let wire: Vec<[u64; 2]> = {
+        let t = wire_times.lock().unwrap();
+        t.first_in
+            .iter()
+            .zip(&t.last_out)
+            .map(|(&a, &b)| [a, b])
+            .collect()
+    };
+    std::fs::write(dir.join("wire_times.json"), json!(wire).to_string()).expect("write wire times");
     std::fs::write(dir.join("violations"), model.violations().join("\n"))
         .expect("write violations");
 }
