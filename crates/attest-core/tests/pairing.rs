@@ -4,9 +4,10 @@ use attest_protocol::{
     AssistantPhase, HarnessMessageKind, ReceiptStatus, TerminalReason, TerminalState,
     TranscriptItem,
 };
-use attest_providers::pairing::{normalize, validate_strict};
+use attest_providers::pairing::{normalize, normalize_shared, validate_strict, GrowingNormalizer};
 use proptest::prelude::*;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Ids come from a small pool so that duplicates and orphans are common.
 fn id() -> impl Strategy<Value = String> {
@@ -108,6 +109,36 @@ proptest! {
                 items.into_iter().filter(|i| !matches!(i, TranscriptItem::Terminal { .. })).collect();
             prop_assert_eq!(n.items, without_terminals);
             prop_assert!(n.notes.is_empty());
+        }
+    }
+
+    /// A growing history's requests normalized one after another, carrying
+    /// over what was final, equal each one normalized whole; where a
+    /// request's items are, from some point on, other allocations (another
+    /// run, a compaction, a rewritten tail), only what still begins the
+    /// history is carried over.
+    #[test]
+    fn growing_normalization_equals_normalizing_each_request_whole(
+        items in prop::collection::vec(item(), 0..40),
+        mut cuts in prop::collection::vec((0usize..41, any::<prop::sample::Index>()), 1..10),
+    ) {
+        cuts.sort_unstable_by_key(|(cut, _)| *cut);
+        let items: Vec<Arc<TranscriptItem>> = items.into_iter().map(Arc::new).collect();
+        let copies: Vec<Arc<TranscriptItem>> = items.iter().map(|i| Arc::new((**i).clone())).collect();
+        let mut growing = GrowingNormalizer::default();
+        for (step, (cut, split)) in cuts.iter().enumerate() {
+            let cut = (*cut).min(items.len());
+            // Mostly the same allocations throughout, as a run's requests.
+            let split = if step % 3 == 2 { split.index(cut + 1) } else { cut };
+            let history: Vec<Arc<TranscriptItem>> =
+                items[..split].iter().chain(&copies[split..cut]).cloned().collect();
+            let got = growing.normalize(&history);
+            let whole = normalize_shared(&history);
+            prop_assert_eq!(&got.notes, &whole.notes, "step {}", step);
+            prop_assert_eq!(got.items.len(), whole.items.len());
+            for (a, b) in got.items.iter().zip(&whole.items) {
+                prop_assert_eq!(&**a, &**b, "step {}", step);
+            }
         }
     }
 }

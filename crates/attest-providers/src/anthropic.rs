@@ -1,12 +1,12 @@
 //! Anthropic Messages wire format (`POST /v1/messages`).
 
-use crate::fragments::{Fragments, KeptJson, Piece};
+use crate::fragments::{splice, Fragments, KeptJson, KeptPrefix, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, ReceiptStatus, TranscriptItem, Usage};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Build the request body. `req.history` must already be normalized.
@@ -21,30 +21,134 @@ use std::sync::Arc;
 /// the end of the previous user turn, where the previous request's
 /// breakpoint was, so it is read back however many blocks this step added.
 pub fn build_body(req: &ModelRequest, model: &str) -> Value {
-    serde_json::to_value(body(req, model, None)).unwrap_or(Value::Null)
+    serde_json::to_value(body(req, model, messages(turns(req), &[]))).unwrap_or(Value::Null)
 }
 
 /// The request body as sent: the same JSON as [`build_body`], written in
 /// one pass from borrowed data (the per-step path: no `Value` tree of the
 /// whole history built and dropped each request).
 pub fn body_json(req: &ModelRequest, model: &str) -> String {
-    serde_json::to_string(&body(req, model, None)).unwrap_or_default()
+    serde_json::to_string(&body(req, model, messages(turns(req), &[]))).unwrap_or_default()
 }
 
 /// [`body_json`] with each content block's JSON kept in `kept` and copied
 /// from there by later requests that carry the same item (the per-step
 /// path: see [`Fragments`]). Blocks that carry a breakpoint, which moves
 /// from request to request, and the state snapshot are always written.
+/// The run's leading messages are kept whole: a request that begins with
+/// their items builds only the messages after them.
 pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> String {
-    let turns = turns(req);
+    let mut prefix = kept.take_prefix(&req.history);
+    let turns = match turns_after(req, &prefix) {
+        Some(turns) => turns,
+        None => {
+            prefix = KeptPrefix::default();
+            turns(req)
+        }
+    };
     kept.prune(turns.iter().map(|(_, blocks)| blocks.len()).sum());
+    let cut = next_cut(req, &turns, &prefix);
     // One entry per block, in order.
     let json: Vec<_> = turns
         .iter()
         .flat_map(|(_, blocks)| blocks)
         .map(|(block, volatile)| kept.piece(keepable(req, block, *volatile)?, block))
         .collect();
-    serde_json::to_string(&body(req, model, Some((turns, &json)))).unwrap_or_default()
+    let messages = messages(turns, &json);
+    let written = serde_json::to_string(&body(req, model, messages)).unwrap_or_default();
+    let out = match written.find(MESSAGES) {
+        Some(at) => splice(&written, at + MESSAGES.len(), prefix.json()),
+        None => written,
+    };
+    if let Some((cut, count)) = cut {
+        // The messages the prefix grows by, as they were just written.
+        let first = out.find(MESSAGES).map_or(0, |at| at + MESSAGES.len());
+        let grown = if prefix.json().is_empty() {
+            first
+        } else {
+            first + prefix.json().len() + 1
+        };
+        let ends = message_ends(&out[grown..], count);
+        prefix.extend(&req.history, cut, &out[grown..grown + ends]);
+    }
+    kept.put_prefix(&req.history, prefix);
+    out
+}
+
+/// Where a body's messages begin: `max_tokens`, a number, is the only
+/// field before them.
+const MESSAGES: &str = "\"messages\":[";
+
+/// Bytes of the first `count` messages of a JSON array's elements
+/// (`json` starts at the first one), not counting the comma after them.
+fn message_ends(json: &str, count: usize) -> usize {
+    let (mut depth, mut in_string, mut escaped, mut seen) = (0usize, false, false, 0);
+    for (i, b) in json.bytes().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    seen += 1;
+                    if seen == count {
+                        return i + 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    0
+}
+
+/// Where the kept prefix can grow to after this request: the item that
+/// begins its last assistant message before any message that changes from
+/// request to request (the state snapshot, a breakpoint, results whose
+/// calls are not in the history yet) or holds an item only this request
+/// has; and how many of `turns` come before it.
+fn next_cut(req: &ModelRequest, turns: &[Turn<'_>], prefix: &KeptPrefix) -> Option<(usize, usize)> {
+    let start = prefix.covers();
+    let shared_until = req.history[start..]
+        .iter()
+        .position(|item| Arc::strong_count(item) == 1)
+        .map_or(req.history.len(), |p| start + p);
+    // A result is ordered by its call, which may come later in the run.
+    let mut calls: HashSet<&str> = HashSet::new();
+    let mut cut = None;
+    for (t, (is_user, blocks)) in turns.iter().enumerate() {
+        let first = blocks.first().and_then(|(block, _)| block.source)?;
+        if first >= shared_until {
+            break;
+        }
+        if !is_user && t > 0 {
+            cut = Some((first, t));
+        }
+        calls.extend(blocks.iter().filter_map(|(block, _)| match block.kind {
+            "tool_use" => block.id,
+            _ => None,
+        }));
+        let changes = |(block, volatile): &(WireBlock<'_>, bool)| {
+            *volatile
+                || block.cache_control.is_some()
+                || block
+                    .tool_use_id
+                    .is_some_and(|id| !calls.contains(id) && !prefix.has_call(id))
+        };
+        if blocks.iter().any(changes) {
+            break;
+        }
+    }
+    cut
 }
 
 /// The item a block is made from, where its JSON may be kept.
@@ -153,10 +257,19 @@ type Turn<'a> = (bool, Vec<(WireBlock<'a>, bool)>);
 /// The history's messages as role and blocks, results sorted and
 /// breakpoints placed.
 fn turns(req: &ModelRequest) -> Vec<Turn<'_>> {
+    turns_after(req, &KeptPrefix::default()).unwrap_or_default()
+}
+
+/// The messages of the items after `prefix` (all of them, with an empty
+/// one): `None` where they would differ from those of a whole build, which
+/// can only be through the prefix's items: a result ordered by a call among
+/// them, or a breakpoint that belongs on the prefix's last user turn.
+fn turns_after<'a>(req: &'a ModelRequest, prefix: &KeptPrefix) -> Option<Vec<Turn<'a>>> {
+    let start = prefix.covers();
     // Position of each call, to put tool results in call order.
     let mut call_order: HashMap<&str, usize> = HashMap::new();
     let mut turns: Vec<Turn<'_>> = Vec::new();
-    for (index, item) in req.history.iter().enumerate() {
+    for (index, item) in req.history.iter().enumerate().skip(start) {
         let volatile = matches!(
             &**item,
             TranscriptItem::HarnessMessage {
@@ -174,6 +287,9 @@ fn turns(req: &ModelRequest) -> Vec<Turn<'_>> {
                 name,
                 arguments,
             } => {
+                if prefix.has_call(call_id) {
+                    return None;
+                }
                 let n = call_order.len();
                 call_order.entry(call_id).or_insert(n);
                 let block = WireBlock {
@@ -217,6 +333,11 @@ fn turns(req: &ModelRequest) -> Vec<Turn<'_>> {
     }
     for (is_user, blocks) in &mut turns {
         if *is_user {
+            let unknown =
+                |b: &WireBlock<'_>| b.tool_use_id.is_some_and(|id| !call_order.contains_key(id));
+            if start > 0 && blocks.iter().any(|(b, _)| unknown(b)) {
+                return None;
+            }
             // Stable: results first in call order, then text in transcript order.
             blocks.sort_by_key(|(b, _)| match b.tool_use_id {
                 Some(id) => (0, call_order.get(id).copied().unwrap_or(usize::MAX)),
@@ -224,26 +345,18 @@ fn turns(req: &ModelRequest) -> Vec<Turn<'_>> {
             });
         }
     }
-    if req.cache_key.is_some() {
-        place_message_breakpoints(&mut turns);
+    if req.cache_key.is_some() && !place_message_breakpoints(&mut turns) && start > 0 {
+        return None;
     }
-    turns
+    Some(turns)
 }
 
-/// The body; with `kept`, the blocks of `turns` (as [`turns`] made them)
-/// and the kept JSON of each, in order, copied where there is one.
-fn body<'a>(
-    req: &'a ModelRequest,
-    model: &'a str,
-    kept: Option<(Vec<Turn<'a>>, &'a [KeptJson])>,
-) -> Body<'a> {
-    let (turns, json) = match kept {
-        Some((turns, json)) => (turns, json),
-        None => (turns(req), &[][..]),
-    };
+/// The messages of `turns` (as [`turns`] made them), each block written
+/// from its kept JSON in `json` (one entry per block, in order) where there
+/// is one.
+fn messages<'a>(turns: Vec<Turn<'a>>, json: &'a [KeptJson]) -> Vec<Message<'a>> {
     let mut json = json.iter();
-    let caching = req.cache_key.is_some();
-    let messages = turns
+    turns
         .into_iter()
         .map(|(is_user, blocks)| Message {
             content: blocks
@@ -255,7 +368,12 @@ fn body<'a>(
                 .collect(),
             role: if is_user { "user" } else { "assistant" },
         })
-        .collect();
+        .collect()
+}
+
+/// The body around `messages`.
+fn body<'a>(req: &'a ModelRequest, model: &'a str, messages: Vec<Message<'a>>) -> Body<'a> {
+    let caching = req.cache_key.is_some();
     let system = (!req.system.is_empty()).then(|| {
         if caching {
             System::Blocks([WireBlock {
@@ -302,7 +420,8 @@ pub const MAX_BREAKPOINTS: usize = 4;
 /// Breakpoints in the messages: on the newest block before the first one
 /// that changes every request, and on the last block of the user turn
 /// before that block's message (the previous request's stable end).
-fn place_message_breakpoints(turns: &mut [Turn<'_>]) {
+/// Whether both were placed.
+fn place_message_breakpoints(turns: &mut [Turn<'_>]) -> bool {
     // (message, block) of every block, in order, up to the first volatile one.
     let mut newest: Option<(usize, usize)> = None;
     'outer: for (m, (_, blocks)) in turns.iter().enumerate() {
@@ -313,13 +432,15 @@ fn place_message_breakpoints(turns: &mut [Turn<'_>]) {
             newest = Some((m, b));
         }
     }
-    let Some((m, b)) = newest else { return };
+    let Some((m, b)) = newest else { return false };
     turns[m].1[b].0.cache_control = Some(EPHEMERAL);
     let previous = (0..m).rev().find(|&i| turns[i].0 && !turns[i].1.is_empty());
-    if let Some(i) = previous {
-        if let Some((block, _)) = turns[i].1.last_mut() {
+    match previous.and_then(|i| turns[i].1.last_mut()) {
+        Some((block, _)) => {
             block.cache_control = Some(EPHEMERAL);
+            true
         }
+        None => false,
     }
 }
 

@@ -10,13 +10,18 @@
 //! addresses cannot be reused by other items while it exists. The same
 //! allocations therefore mean the same (immutable) items, and the same JSON.
 //!
+//! Copying every piece still costs a look-up per piece, so a run's leading
+//! messages are also kept whole ([`KeptPrefix`]): a request that starts
+//! with their items writes them as one copied string and builds only the
+//! messages after them, and a step's cost stops growing with the run.
+//!
 //! [`ModelRequest::history`]: crate::ModelRequest::history
 
 use attest_protocol::TranscriptItem;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
 
 /// Kept pieces, by the address of their first item.
 #[derive(Debug, Default)]
@@ -25,6 +30,88 @@ pub struct Fragments {
     /// Entries past which the next request prunes (amortized: the bound
     /// doubles when pruning leaves most entries live).
     prune_at: usize,
+    /// Kept leading messages, by the address of the history's first item
+    /// (one per run whose requests come here).
+    prefixes: HashMap<usize, KeptPrefix>,
+    prefix_prune_at: usize,
+}
+
+/// The JSON of the messages a run's requests begin with, and what it is
+/// made from. Weak references keep the items' allocations, so their
+/// addresses cannot be taken by other items, without keeping a finished
+/// run's items alive.
+#[derive(Debug, Default)]
+pub(crate) struct KeptPrefix {
+    /// The items the messages are made from, then the item that begins the
+    /// message after them: messages end where the next one begins.
+    items: Vec<Weak<TranscriptItem>>,
+    /// The messages' JSON, comma-separated, without brackets.
+    json: String,
+    /// The tool call ids among the items.
+    call_ids: HashSet<String>,
+}
+
+impl KeptPrefix {
+    /// How many leading items of a history the messages are made from.
+    pub(crate) fn covers(&self) -> usize {
+        self.items.len().saturating_sub(1)
+    }
+
+    pub(crate) fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// Whether `call_id` is the id of a call among the prefix's items.
+    pub(crate) fn has_call(&self, call_id: &str) -> bool {
+        self.call_ids.contains(call_id)
+    }
+
+    /// Moves the prefix on to `history[..cut]`, which begins with its
+    /// items; `json` is that of the messages made from
+    /// `history[self.covers()..cut]`.
+    pub(crate) fn extend(&mut self, history: &[Arc<TranscriptItem>], cut: usize, json: &str) {
+        let from = self.covers();
+        if cut <= from || json.is_empty() {
+            return;
+        }
+        self.items.truncate(from);
+        self.items
+            .extend(history[from..=cut].iter().map(Arc::downgrade));
+        for item in &history[from..cut] {
+            if let TranscriptItem::ToolCall { call_id, .. } = &**item {
+                self.call_ids.insert(call_id.clone());
+            }
+        }
+        if !self.json.is_empty() {
+            self.json.push(',');
+        }
+        self.json.push_str(json);
+    }
+
+    /// Whether `history` begins with the prefix's items and the item after
+    /// them (the same allocations: the same items).
+    fn begins(&self, history: &[Arc<TranscriptItem>]) -> bool {
+        self.items.len() <= history.len()
+            && self
+                .items
+                .iter()
+                .zip(history)
+                .all(|(kept, item)| std::ptr::eq(kept.as_ptr(), Arc::as_ptr(item)))
+    }
+}
+
+/// `body` with `prefix` and a comma inserted at byte `at` (where the
+/// messages after the prefix begin).
+pub(crate) fn splice(body: &str, at: usize, prefix: &str) -> String {
+    if prefix.is_empty() {
+        return body.to_string();
+    }
+    let mut out = String::with_capacity(body.len() + prefix.len() + 1);
+    out.push_str(&body[..at]);
+    out.push_str(prefix);
+    out.push(',');
+    out.push_str(&body[at..]);
+    out
 }
 
 #[derive(Debug)]
@@ -91,6 +178,44 @@ impl Fragments {
                 .retain(|_, f| f.items.iter().all(|i| Arc::strong_count(i) > 1));
             self.prune_at = 2 * self.entries.len();
         }
+    }
+
+    /// The kept leading messages of `history`'s run, taken out to be used
+    /// and given back with [`Fragments::put_prefix`]: an empty one where
+    /// none is kept or the history does not begin with its items.
+    pub(crate) fn take_prefix(&mut self, history: &[Arc<TranscriptItem>]) -> KeptPrefix {
+        let Some(first) = history.first() else {
+            return KeptPrefix::default();
+        };
+        match self.prefixes.remove(&(Arc::as_ptr(first) as usize)) {
+            Some(prefix) if prefix.begins(history) => prefix,
+            _ => KeptPrefix::default(),
+        }
+    }
+
+    /// Keeps `prefix` for the next request of `history`'s run; past a
+    /// bound, first drops those of runs whose items are gone.
+    pub(crate) fn put_prefix(&mut self, history: &[Arc<TranscriptItem>], prefix: KeptPrefix) {
+        let Some(first) = history.first() else { return };
+        if prefix.items.is_empty() {
+            return;
+        }
+        if self.prefixes.len() >= self.prefix_prune_at.max(PRUNE_AT) {
+            // A run holds its first item as long as it sends requests.
+            self.prefixes
+                .retain(|_, p| p.items.first().is_some_and(|i| i.strong_count() > 0));
+            self.prefix_prune_at = 2 * self.prefixes.len();
+        }
+        self.prefixes.insert(Arc::as_ptr(first) as usize, prefix);
+    }
+
+    /// How many items the kept leading messages of `history`'s run cover.
+    pub fn prefix_covers(&self, history: &[Arc<TranscriptItem>]) -> usize {
+        history
+            .first()
+            .and_then(|first| self.prefixes.get(&(Arc::as_ptr(first) as usize)))
+            .filter(|p| p.begins(history))
+            .map_or(0, KeptPrefix::covers)
     }
 
     /// Whether the piece made from exactly `items` is kept.

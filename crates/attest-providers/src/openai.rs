@@ -1,10 +1,10 @@
 //! OpenAI Chat Completions wire format (also spoken by DeepSeek, Qwen, vLLM,
 //! Ollama and most "OpenAI-compatible" servers).
 
-use crate::fragments::{Fragments, KeptJson, Piece};
+use crate::fragments::{splice, Fragments, KeptJson, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
-use attest_protocol::{CallSource, TranscriptItem, Usage};
+use attest_protocol::{CallSource, HarnessMessageKind, TranscriptItem, Usage};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -27,15 +27,84 @@ pub fn body_json(req: &ModelRequest, model: &str) -> String {
 
 /// [`body_json`] with each message's JSON kept in `kept` and copied from
 /// there by later requests that carry the same items (the per-step path:
-/// see [`Fragments`]).
+/// see [`Fragments`]). The run's leading messages are kept whole: a request
+/// that begins with their items builds only the messages after them.
 pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> String {
-    let messages = messages(&req.history);
+    let mut prefix = kept.take_prefix(&req.history);
+    let start = prefix.covers();
+    let messages = messages_from(&req.history, start);
     kept.prune(messages.len());
+    let cut = next_cut(req, &messages, start);
     let json: Vec<_> = messages
         .iter()
         .map(|(range, message)| kept.piece(&req.history[range.clone()], message))
         .collect();
-    serde_json::to_string(&body(req, model, Some((messages, &json)))).unwrap_or_default()
+    let written =
+        serde_json::to_string(&body(req, model, Some((messages, &json)))).unwrap_or_default();
+    // The system message comes first, then the kept ones.
+    let system = serde_json::to_string(&message("system", &req.system)).unwrap_or_default();
+    let out = match written.find(MESSAGES) {
+        Some(at) => splice(
+            &written,
+            at + MESSAGES.len() + system.len() + 1,
+            prefix.json(),
+        ),
+        None => written,
+    };
+    // Grown by messages that were kept as pieces (each piece's JSON is
+    // where its message was written).
+    let cut = cut.filter(|&(_, count)| json[..count].iter().all(Option::is_some));
+    if let Some((cut, count)) = cut {
+        let grown: usize = json[..count]
+            .iter()
+            .map(|piece| piece.as_ref().map_or(0, |j| j.get().len()))
+            .sum::<usize>()
+            + count.saturating_sub(1);
+        let at = out.find(MESSAGES).map_or(0, |at| at + MESSAGES.len()) + system.len() + 1;
+        let at = if prefix.json().is_empty() {
+            at
+        } else {
+            at + prefix.json().len() + 1
+        };
+        prefix.extend(&req.history, cut, &out[at..at + grown]);
+    }
+    kept.put_prefix(&req.history, prefix);
+    out
+}
+
+/// Where a body's messages begin: `max_tokens`, a number, is the only
+/// field before them.
+const MESSAGES: &str = "\"messages\":[";
+
+/// Where the kept prefix can grow to after this request: the item that
+/// begins the last message up to the first one holding the state snapshot
+/// or an item only this request has (a synthetic result), that item being
+/// neither; and how many of `messages` come before it.
+fn next_cut(req: &ModelRequest, messages: &Messages<'_>, start: usize) -> Option<(usize, usize)> {
+    let only_here = |item: &Arc<TranscriptItem>| {
+        Arc::strong_count(item) == 1
+            || matches!(
+                &**item,
+                TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::StateSnapshot,
+                    ..
+                }
+            )
+    };
+    let mut cut = None;
+    for (m, (range, _)) in messages.iter().enumerate() {
+        // The item that begins the next message is kept too.
+        if only_here(&req.history[range.start]) {
+            break;
+        }
+        if m > 0 {
+            cut = Some((range.start, m));
+        }
+        if req.history[range.clone()].iter().any(only_here) {
+            break;
+        }
+    }
+    cut.filter(|&(at, _)| at > start)
 }
 
 // Fields are declared in the order `serde_json::Map` sorts keys, so the
@@ -118,8 +187,13 @@ fn message<'a>(role: &'static str, content: &'a str) -> Message<'a> {
 type Messages<'a> = Vec<(Range<usize>, Message<'a>)>;
 
 fn messages(items: &[Arc<TranscriptItem>]) -> Messages<'_> {
+    messages_from(items, 0)
+}
+
+/// The messages of `items[start..]`; `start` begins a message.
+fn messages_from(items: &[Arc<TranscriptItem>], start: usize) -> Messages<'_> {
     let mut messages = Vec::new();
-    let mut i = 0;
+    let mut i = start;
     while i < items.len() {
         let start = i;
         let message = match &*items[i] {

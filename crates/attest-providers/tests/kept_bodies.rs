@@ -116,6 +116,41 @@ fn every_request_of_a_growing_run_equals_its_whole_body() {
                 );
             }
             assert!(!kept.is_empty(), "pieces were kept");
+            let last = steps(12).pop().expect("a step");
+            let req = request(last, cache_key);
+            assert_eq!(kept_build(&req, "m", &mut kept), whole(&req, "m"));
+        }
+    }
+}
+
+#[test]
+fn a_growing_run_s_leading_messages_are_kept_whole_and_reused() {
+    for cache_key in [None, Some("session-1")] {
+        for (whole, kept_build) in WIRES {
+            let mut kept = Fragments::default();
+            let steps = steps(12);
+            for (step, history) in steps.iter().enumerate() {
+                let req = request(history.clone(), cache_key);
+                let before = kept.prefix_covers(&req.history);
+                assert_eq!(kept_build(&req, "m", &mut kept), whole(&req, "m"));
+                if step >= 2 {
+                    assert!(before > 0, "step {step}: no kept prefix was reused");
+                }
+                // Never past the snapshot, which the next request replaces.
+                let covers = kept.prefix_covers(&req.history);
+                assert!(
+                    covers < req.history.len() - 1,
+                    "step {step}: covers {covers} of {}",
+                    req.history.len()
+                );
+            }
+            // Another run's requests (other allocations) reuse nothing of it.
+            let other = request(
+                steps[11].iter().map(|i| Arc::new((**i).clone())).collect(),
+                cache_key,
+            );
+            assert_eq!(kept.prefix_covers(&other.history), 0);
+            assert_eq!(kept_build(&other, "m", &mut kept), whole(&other, "m"));
         }
     }
 }
@@ -224,6 +259,30 @@ fn item() -> impl Strategy<Value = TranscriptItem> {
 }
 
 proptest! {
+    /// A growing run of any items (unnormalized too), each request
+    /// carrying every item so far and a snapshot or not, reusing the kept
+    /// prefix where it can: every body is the whole body.
+    #[test]
+    fn growing_runs_built_from_kept_prefixes_equal_whole_bodies(
+        items in proptest::collection::vec(item(), 0..40),
+        mut cuts in proptest::collection::vec((0usize..40, any::<bool>()), 1..12),
+        cached in any::<bool>(),
+    ) {
+        cuts.sort_by_key(|&(cut, _)| cut);
+        let items: Vec<Arc<TranscriptItem>> = items.into_iter().map(Arc::new).collect();
+        for (whole, kept_build) in WIRES {
+            let mut kept = Fragments::default();
+            for (step, &(cut, with_snapshot)) in cuts.iter().enumerate() {
+                let mut history = items[..cut.min(items.len())].to_vec();
+                if with_snapshot {
+                    history.push(snapshot(step));
+                }
+                let req = request(history, cached.then_some("k"));
+                prop_assert_eq!(kept_build(&req, "m", &mut kept), whole(&req, "m"));
+            }
+        }
+    }
+
     /// Whatever the items (unnormalized too), every prefix of a run, with a
     /// snapshot or not, is the whole body when built from what the earlier
     /// prefixes kept.

@@ -370,9 +370,13 @@ impl Run<'_> {
     /// one, else the newest compacted one.
     fn earlier_success(&self, tool: &str, fingerprint: &str) -> Earlier {
         let mut found = Earlier::None;
-        for r in self.receipts.iter().rev().filter(|r| {
-            r.tool_name == tool && r.input_fingerprint == fingerprint && r.is_satisfying()
-        }) {
+        let Some(indices) = self
+            .successes
+            .get(&super::run::success_key(tool, fingerprint))
+        else {
+            return found;
+        };
+        for r in indices.iter().rev().map(|&i| &self.receipts[i]) {
             if self.result_in_request(&r.call_id) {
                 return Earlier::InRequest(r.call_id.clone());
             }
@@ -444,6 +448,13 @@ impl Run<'_> {
             &super::run::arguments_summary(&self.redact(&call.arguments)),
             needed,
         );
+        if receipt.is_satisfying() {
+            let key = super::run::success_key(&receipt.tool_name, &receipt.input_fingerprint);
+            self.successes
+                .entry(key)
+                .or_default()
+                .push(self.receipts.len());
+        }
         self.receipts.push(receipt.clone());
         self.emit(EventBody::ToolResult {
             step,

@@ -211,16 +211,13 @@ pub const SUMMARY_HEADER: &str = "[attest] Summary of earlier history, compacted
 impl Run<'_> {
     /// The latest compaction of this run, if any: (index, covers, summary).
     pub(super) fn latest_compaction(&self) -> Option<(usize, usize, &str)> {
-        self.items
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, item)| match item {
-                TranscriptItem::Compaction {
-                    covers, summary, ..
-                } => Some((i, *covers, summary.as_str())),
-                _ => None,
-            })
+        let i = self.compaction_at?;
+        match self.items.get(i)? {
+            TranscriptItem::Compaction {
+                covers, summary, ..
+            } => Some((i, *covers, summary.as_str())),
+            _ => None,
+        }
     }
 
     /// What requests are built from: earlier turns and this run's items, or
@@ -394,8 +391,10 @@ impl Run<'_> {
             summary: summary.clone(),
             covers: cut,
         });
+        let before_at = self.compaction_at.replace(self.items.len() - 1);
         reset_point.prefix_hash_after = self.current_prefix_hash();
         self.items.pop();
+        self.compaction_at = before_at;
         let archived = covered.len();
         self.push(TranscriptItem::Compaction {
             reset_point: reset_point.clone(),

@@ -6,7 +6,7 @@ use super::deltas::DeltaStream;
 use super::run::Run;
 use super::EngineError;
 use crate::forgery;
-use crate::provider::{pairing, ModelRequest, ModelResponse, TextSink};
+use crate::provider::{ModelRequest, ModelResponse, TextSink};
 use crate::state::{render_tail, TailBudget};
 use attest_protocol::{
     CacheResetPoint, CacheResetReason, ContextSource, EventBody, HarnessMessageKind,
@@ -74,7 +74,8 @@ impl Run<'_> {
                 })?;
             }
         }
-        let mut normalized = pairing::normalize_shared(&self.request_history());
+        let history = self.request_history();
+        let mut normalized = self.normalizer.normalize(&history);
         // The state snapshot goes last and is never logged (SPEC E3).
         let tail = self
             .state

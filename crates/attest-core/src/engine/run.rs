@@ -15,6 +15,7 @@ use crate::prompt::{
     base_prompt_for, corrective_message, grounding_corrective, own_answer_corrective,
     CONTINUATION_MESSAGE, GROUNDING_PREFIX, PROTOCOL_PLACEHOLDER,
 };
+use crate::provider::pairing::GrowingNormalizer;
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
 use crate::state::{render_tail, AgentState, TailBudget};
@@ -25,7 +26,7 @@ use attest_protocol::{
     ReceiptStatus, ResumedWith, TerminalReason, TerminalState, ToolSpec, TraceRecord,
     TranscriptItem, Usage, LOOP_VERSION,
 };
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -68,6 +69,9 @@ pub(super) struct Run<'a> {
     /// The session's prompt-cache key: every run of a session shares its prefix.
     pub(super) cache_key: String,
     pub(super) receipts: Vec<Receipt>,
+    /// Indices of the satisfying receipts, by tool and canonical arguments
+    /// (the duplicate guard looks every call up here).
+    pub(super) successes: HashMap<String, Vec<usize>>,
     pub(super) usage: Usage,
     steps: u32,
     last_answer: Option<String>,
@@ -89,6 +93,11 @@ pub(super) struct Run<'a> {
     pub(super) activated: Activated,
     /// The prefix hash of the previous request, to declare changes.
     pub(super) last_prefix: Option<String>,
+    /// The request history's normalization, carried from step to step.
+    pub(super) normalizer: GrowingNormalizer,
+    /// Index of the newest `Compaction` among `items` (kept as items are
+    /// added: looked up several times a step).
+    pub(super) compaction_at: Option<usize>,
     pub(super) compacted: bool,
     /// Consecutive identical failures (SPEC F10).
     pub(super) doom: DoomLoopGuard,
@@ -129,6 +138,9 @@ impl<'a> Run<'a> {
             system.push_str("\n\n");
             system.push_str(layer.text.trim_end());
         }
+        let compaction_at = items
+            .iter()
+            .rposition(|i| matches!(i, TranscriptItem::Compaction { .. }));
         // State that a resumed run rebuilds from its own log.
         let mut receipts = Vec::new();
         let mut seen_call_ids = HashSet::new();
@@ -230,6 +242,7 @@ impl<'a> Run<'a> {
             prefix_cache: None,
             compaction,
             cache_key: cache_key(&cfg.session_id),
+            successes: success_index(&receipts),
             receipts,
             usage: Usage::default(),
             steps,
@@ -249,6 +262,8 @@ impl<'a> Run<'a> {
             deferred,
             activated,
             last_prefix: None,
+            normalizer: GrowingNormalizer::default(),
+            compaction_at,
             compacted,
             doom: DoomLoopGuard::new(cfg.doom_loop.threshold, cfg.doom_loop.extra_repeats),
             pending_reminder: None,
@@ -988,6 +1003,9 @@ impl<'a> Run<'a> {
     /// Keep a logged item, with its cache (the two stay index for index).
     fn remember(&mut self, item: TranscriptItem) {
         self.item_caches.push(item_cache(&item));
+        if matches!(item, TranscriptItem::Compaction { .. }) {
+            self.compaction_at = Some(self.items.len());
+        }
         self.items.push(item);
     }
 
@@ -1063,4 +1081,24 @@ pub(super) fn needed(cfg: &RunConfig, receipt: &Receipt) -> bool {
 /// A short form of a call's arguments for state lines.
 pub(super) fn arguments_summary(arguments: &str) -> String {
     crate::state::handoff_summary(arguments)
+}
+
+/// The key of a satisfying receipt in `Run::successes`.
+pub(super) fn success_key(tool: &str, fingerprint: &str) -> String {
+    format!("{tool}\u{0}{fingerprint}")
+}
+
+fn success_index(receipts: &[Receipt]) -> HashMap<String, Vec<usize>> {
+    let mut index: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, r) in receipts
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_satisfying())
+    {
+        index
+            .entry(success_key(&r.tool_name, &r.input_fingerprint))
+            .or_default()
+            .push(i);
+    }
+    index
 }

@@ -49,16 +49,18 @@ pub fn normalize<'a>(items: impl IntoIterator<Item = &'a TranscriptItem>) -> Nor
 pub fn normalize_shared<'a>(
     items: impl IntoIterator<Item = &'a Arc<TranscriptItem>>,
 ) -> Normalized<Arc<TranscriptItem>> {
-    normalize_with(
-        items,
-        |item| match &**item {
-            TranscriptItem::ToolResult {
-                receipt: Some(_), ..
-            } => Arc::new(without_receipt(item)),
-            _ => Arc::clone(item),
-        },
-        Arc::new,
-    )
+    normalize_with(items, shared_form, Arc::new)
+}
+
+/// A shared item as a request carries it: itself, or a copy without its
+/// receipt.
+fn shared_form(item: &Arc<TranscriptItem>) -> Arc<TranscriptItem> {
+    match &**item {
+        TranscriptItem::ToolResult {
+            receipt: Some(_), ..
+        } => Arc::new(without_receipt(item)),
+        _ => Arc::clone(item),
+    }
 }
 
 /// The one implementation of the rule, for owned and shared items: `keep`
@@ -69,42 +71,81 @@ fn normalize_with<'a, T: Borrow<TranscriptItem> + 'a, O>(
     keep: impl Fn(&'a T) -> O,
     made: impl Fn(TranscriptItem) -> O,
 ) -> Normalized<O> {
-    let visible: Vec<&T> = items
+    let mut seen_calls: HashSet<&str> = HashSet::new();
+    let mut out = Normalized {
+        items: Vec::new(),
+        notes: Vec::new(),
+    };
+    scan(
+        items.into_iter().enumerate(),
+        |_, id| seen_calls.insert(id),
+        keep,
+        made,
+        &mut out,
+    );
+    out
+}
+
+/// Where a scan can resume: everything it wrote for the input before
+/// `input` is final, whatever follows (no call block is open there).
+#[derive(Debug, Clone, Copy)]
+struct Resume {
+    input: usize,
+    items: usize,
+    notes: usize,
+}
+
+/// Applies the rule to `items` (each with its input position), appending to
+/// `out`; `first_use(position, id)` tells whether a call id is new (and
+/// records it). Returns the last point where a later scan could resume.
+fn scan<'a, T: Borrow<TranscriptItem> + 'a, O>(
+    items: impl IntoIterator<Item = (usize, &'a T)>,
+    mut first_use: impl FnMut(usize, &'a str) -> bool,
+    keep: impl Fn(&'a T) -> O,
+    made: impl Fn(TranscriptItem) -> O,
+    out: &mut Normalized<O>,
+) -> Option<Resume> {
+    let visible: Vec<(usize, &T)> = items
         .into_iter()
-        .filter(|i| {
+        .filter(|(_, i)| {
             !matches!(
                 (*i).borrow(),
                 TranscriptItem::Terminal { .. } | TranscriptItem::Compaction { .. }
             )
         })
         .collect();
-    let mut out = Vec::with_capacity(visible.len());
-    let mut notes = Vec::new();
-    let mut seen_calls: HashSet<&str> = HashSet::new();
+    let notes = &mut out.notes;
+    let out = &mut out.items;
+    let mut resume = None;
     let mut i = 0;
     while i < visible.len() {
-        match visible[i].borrow() {
+        resume = Some(Resume {
+            input: visible[i].0,
+            items: out.len(),
+            notes: notes.len(),
+        });
+        match visible[i].1.borrow() {
             TranscriptItem::ToolCall { .. } => {
                 // Calls of this block: (id, name, answered).
                 let mut block: Vec<(&str, &str, bool)> = Vec::new();
-                while let Some(TranscriptItem::ToolCall { call_id, name, .. }) =
-                    visible.get(i).map(|v| (*v).borrow())
+                while let Some((at, TranscriptItem::ToolCall { call_id, name, .. })) =
+                    visible.get(i).map(|(at, v)| (*at, (*v).borrow()))
                 {
-                    if seen_calls.insert(call_id) {
+                    if first_use(at, call_id) {
                         block.push((call_id, name, false));
-                        out.push(keep(visible[i]));
+                        out.push(keep(visible[i].1));
                     } else {
                         notes.push(format!("dropped a repeated tool call with id `{call_id}`"));
                     }
                     i += 1;
                 }
                 while let Some(TranscriptItem::ToolResult { call_id, .. }) =
-                    visible.get(i).map(|v| (*v).borrow())
+                    visible.get(i).map(|(_, v)| (*v).borrow())
                 {
                     match block.iter_mut().find(|(id, _, _)| id == call_id) {
                         Some((_, _, answered)) if !*answered => {
                             *answered = true;
-                            out.push(keep(visible[i]));
+                            out.push(keep(visible[i].1));
                         }
                         Some(_) => {
                             notes.push(format!("dropped a duplicate result for call `{call_id}`"))
@@ -125,14 +166,98 @@ fn normalize_with<'a, T: Borrow<TranscriptItem> + 'a, O>(
                 i += 1;
             }
             _ => {
-                out.push(keep(visible[i]));
+                out.push(keep(visible[i].1));
                 i += 1;
             }
         }
     }
-    Normalized { items: out, notes }
+    resume
 }
 
+/// [`normalize_shared`] for the requests of one growing history: what was
+/// final in the previous request's normalization (everything before its
+/// last open call block) is carried over while the history still begins
+/// with the same items, so a step normalizes only what is new, not the
+/// whole run again.
+#[derive(Debug, Default)]
+pub struct GrowingNormalizer {
+    /// The inputs whose normalization is final (held: the same allocations
+    /// are the same items).
+    inputs: Vec<Arc<TranscriptItem>>,
+    done: Normalized<Arc<TranscriptItem>>,
+    /// Call ids among `inputs`.
+    calls: HashSet<String>,
+    /// Call ids the last request added past `inputs`, taken back before
+    /// the next one.
+    tentative: Vec<String>,
+}
+
+impl<T> Default for Normalized<T> {
+    fn default() -> Self {
+        Normalized {
+            items: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+impl GrowingNormalizer {
+    /// `normalize_shared(items)`, built on the final part of the previous
+    /// call's.
+    pub fn normalize(&mut self, items: &[Arc<TranscriptItem>]) -> Normalized<Arc<TranscriptItem>> {
+        let continues = self.inputs.len() <= items.len()
+            && self
+                .inputs
+                .iter()
+                .zip(items)
+                .all(|(a, b)| Arc::ptr_eq(a, b));
+        if !continues {
+            *self = Self::default();
+        }
+        for id in self.tentative.drain(..) {
+            self.calls.remove(&id);
+        }
+        let from = self.inputs.len();
+        let mut out = Normalized {
+            items: self.done.items.clone(),
+            notes: self.done.notes.clone(),
+        };
+        let mut added: Vec<(usize, String)> = Vec::new();
+        let calls = &mut self.calls;
+        let resume = scan(
+            items[from..]
+                .iter()
+                .enumerate()
+                .map(|(i, item)| (from + i, item)),
+            |at, id| {
+                let first = calls.insert(id.to_string());
+                if first {
+                    added.push((at, id.to_string()));
+                }
+                first
+            },
+            shared_form,
+            Arc::new,
+            &mut out,
+        );
+        let settled = resume.map_or(from, |r| r.input);
+        if let Some(r) = resume.filter(|r| r.input > from) {
+            self.inputs.extend(items[from..r.input].iter().cloned());
+            self.done
+                .items
+                .extend(out.items[self.done.items.len()..r.items].iter().cloned());
+            self.done
+                .notes
+                .extend(out.notes[self.done.notes.len()..r.notes].iter().cloned());
+        }
+        self.tentative = added
+            .into_iter()
+            .filter(|(at, _)| *at >= settled)
+            .map(|(_, id)| id)
+            .collect();
+        out
+    }
+}
 /// A copy of `item`; a result's copy leaves its receipt out (the form a
 /// request carries it in).
 pub fn without_receipt(item: &TranscriptItem) -> TranscriptItem {
@@ -378,5 +503,36 @@ mod tests {
         let n = normalize(&items);
         assert_eq!(n.items, vec![call("a"), result("a")]);
         assert!(validate_strict(&items).is_err());
+    }
+
+    #[test]
+    fn a_growing_history_carries_its_settled_part_over_and_normalizes_only_the_rest() {
+        let mut items: Vec<Arc<TranscriptItem>> = vec![Arc::new(user("q"))];
+        let mut growing = GrowingNormalizer::default();
+        for round in 0..50 {
+            let id = format!("c{round}");
+            items.push(Arc::new(call(&id)));
+            // The call's result is not in yet: an interrupted one stands in.
+            let open = growing.normalize(&items);
+            assert_eq!(open.items, normalize_shared(&items).items);
+            items.push(Arc::new(result(&id)));
+            items.push(Arc::new(assistant("next")));
+            let n = growing.normalize(&items);
+            assert_eq!(n.items, normalize_shared(&items).items);
+            // Everything before the last message is settled, and the
+            // settled outputs are the same allocations as the request's.
+            assert_eq!(growing.inputs.len(), items.len() - 1);
+            assert!(growing
+                .done
+                .items
+                .iter()
+                .zip(&n.items)
+                .all(|(a, b)| Arc::ptr_eq(a, b)));
+        }
+        assert!(growing.tentative.is_empty());
+        // A repeated id after the settled part is still a repeat.
+        items.push(Arc::new(call("c3")));
+        let n = growing.normalize(&items);
+        assert_eq!(n.notes, vec!["dropped a repeated tool call with id `c3`"]);
     }
 }

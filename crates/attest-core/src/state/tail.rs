@@ -185,24 +185,29 @@ fn line(item: &AgentStateItem) -> String {
 
 /// Render the active state within `budget`.
 pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
-    // Newest first within each section, cut to the per-type limit.
+    // Newest first within each section, cut to the per-type limit: only
+    // the newest are sorted (a long run's state holds hundreds of items).
+    let newest_first = |a: &&AgentStateItem, b: &&AgentStateItem| {
+        b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id))
+    };
+    let mut omitted = 0;
     let mut sections: Vec<(&str, Section, Vec<&AgentStateItem>)> = SECTIONS
         .iter()
         .map(|(title, section)| {
             let mut items: Vec<&AgentStateItem> =
                 state.active().filter(|i| section.holds(i)).collect();
-            items.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id)));
+            let limit = section.limit(budget);
+            if items.len() > limit {
+                omitted += items.len() - limit;
+                if limit > 0 {
+                    items.select_nth_unstable_by(limit - 1, newest_first);
+                }
+                items.truncate(limit);
+            }
+            items.sort_by(newest_first);
             (*title, *section, items)
         })
         .collect();
-    let mut omitted = 0;
-    for (_, section, items) in sections.iter_mut() {
-        let limit = section.limit(budget);
-        if items.len() > limit {
-            omitted += items.len() - limit;
-            items.truncate(limit);
-        }
-    }
     let mut text = compose(&sections, omitted);
     // Over budget: drop the oldest item of the lowest-priority section that may give way.
     while text.len() > budget.max_tokens && tail_tokens(&text) > budget.max_tokens {

@@ -163,6 +163,18 @@ fn per_type_limits_apply_even_under_the_token_budget() {
     );
     assert_eq!(tail.text.matches("\n- ").count(), 20);
     assert_eq!(tail.omitted, 10);
+    // The newest twenty, newest first.
+    let at = |name: &str| tail.text.find(name).unwrap_or(usize::MAX);
+    assert!(
+        at("[c29]") < at("[c25]") && at("[c25]") < at("[c10]"),
+        "{}",
+        tail.text
+    );
+    assert!(
+        at("[c10]") < usize::MAX && at("[c9]") == usize::MAX,
+        "{}",
+        tail.text
+    );
 }
 
 #[test]
