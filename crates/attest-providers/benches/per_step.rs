@@ -1,9 +1,10 @@
 //! Per-step provider cost: normalizing the transcript and building the body
 //! (done on every model call), and parsing a streamed response. The body is
 //! timed written whole (`*_whole`: `body_json`, as every request was built
-//! before pieces were kept) and built from kept pieces (`*_kept`:
-//! `body_json_kept`, all of them kept by an earlier request of the run; a
-//! real step adds its one or two new items to that).
+//! before pieces were kept) and as the per-step path builds it (`*_kept`:
+//! `GrowingNormalizer` and `body_json_kept` after an earlier request of the
+//! run kept its normalization, pieces and leading messages; a real step adds
+//! its one or two new items to that).
 
 use attest_protocol::{AssistantPhase, EffectClass, ReceiptStatus, ToolSpec, TranscriptItem};
 use attest_providers::fragments::Fragments;
@@ -101,11 +102,20 @@ fn bench_build(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new(format!("{wire}_whole"), n), &n, |b, _| {
                 b.iter(|| black_box(whole(&normalized(&shared), wire)))
             });
-            // An earlier request of the run kept every piece.
+            // The per-step path: an earlier request of the run kept its
+            // pieces and leading messages, and its normalization.
             let mut kept = Fragments::default();
-            kept_build(&normalized(&shared), wire, &mut kept);
+            let mut growing = pairing::GrowingNormalizer::default();
+            let mut step = |kept: &mut Fragments| {
+                let req = ModelRequest {
+                    history: growing.normalize(&shared).items,
+                    ..base.clone()
+                };
+                kept_build(&req, wire, kept)
+            };
+            step(&mut kept);
             group.bench_with_input(BenchmarkId::new(format!("{wire}_kept"), n), &n, |b, _| {
-                b.iter(|| black_box(kept_build(&normalized(&shared), wire, &mut kept)))
+                b.iter(|| black_box(step(&mut kept)))
             });
         }
     }
