@@ -58,7 +58,13 @@ pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> 
     let written = serde_json::to_string(&body(req, model, messages)).unwrap_or_default();
     let out = match written.find(MESSAGES) {
         Some(at) => splice(&written, at + MESSAGES.len(), prefix.json()),
-        None => written,
+        None if prefix.json().is_empty() => Some(written),
+        None => None,
+    };
+    // Never reached (a kept prefix is followed by its boundary item's
+    // message); a body without its prefix is never sent.
+    let Some(out) = out else {
+        return body_json(req, model);
     };
     if let Some((cut, count)) = cut {
         // The messages the prefix grows by, as they were just written.

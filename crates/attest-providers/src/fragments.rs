@@ -100,18 +100,21 @@ impl KeptPrefix {
     }
 }
 
-/// `body` with `prefix` and a comma inserted at byte `at` (where the
-/// messages after the prefix begin).
-pub(crate) fn splice(body: &str, at: usize, prefix: &str) -> String {
+/// `body` with `prefix` and a comma inserted at byte `at`, where the
+/// messages after the prefix begin; `None` where no message begins there.
+pub(crate) fn splice(body: &str, at: usize, prefix: &str) -> Option<String> {
     if prefix.is_empty() {
-        return body.to_string();
+        return Some(body.to_string());
+    }
+    if !body.get(at..).is_some_and(|rest| rest.starts_with('{')) {
+        return None;
     }
     let mut out = String::with_capacity(body.len() + prefix.len() + 1);
     out.push_str(&body[..at]);
     out.push_str(prefix);
     out.push(',');
     out.push_str(&body[at..]);
-    out
+    Some(out)
 }
 
 #[derive(Debug)]

@@ -49,7 +49,13 @@ pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> 
             at + MESSAGES.len() + system.len() + 1,
             prefix.json(),
         ),
-        None => written,
+        None if prefix.json().is_empty() => Some(written),
+        None => None,
+    };
+    // Never reached (a kept prefix is followed by its boundary item's
+    // message); a body without its prefix is never sent.
+    let Some(out) = out else {
+        return body_json(req, model);
     };
     // Grown by messages that were kept as pieces (each piece's JSON is
     // where its message was written).
