@@ -11,7 +11,7 @@
 //! allocations therefore mean the same (immutable) items, and the same JSON.
 //!
 //! Copying every piece still costs a look-up per piece, so a run's leading
-//! messages are also kept whole ([`KeptPrefix`]): a request that starts
+//! messages are also kept whole (`KeptPrefix`): a request that starts
 //! with their items writes them as one copied string and builds only the
 //! messages after them, and a step's cost stops growing with the run.
 //!
