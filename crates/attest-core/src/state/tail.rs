@@ -190,12 +190,18 @@ pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
     let newest_first = |a: &&AgentStateItem, b: &&AgentStateItem| {
         b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id))
     };
+    // One pass over the state (sections are disjoint).
+    let mut held: [Vec<&AgentStateItem>; SECTIONS.len()] = Default::default();
+    for item in state.active() {
+        if let Some(s) = SECTIONS.iter().position(|(_, section)| section.holds(item)) {
+            held[s].push(item);
+        }
+    }
     let mut omitted = 0;
     let mut sections: Vec<(&str, Section, Vec<&AgentStateItem>)> = SECTIONS
         .iter()
-        .map(|(title, section)| {
-            let mut items: Vec<&AgentStateItem> =
-                state.active().filter(|i| section.holds(i)).collect();
+        .zip(held)
+        .map(|((title, section), mut items)| {
             let limit = section.limit(budget);
             if items.len() > limit {
                 omitted += items.len() - limit;
