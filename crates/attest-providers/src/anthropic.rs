@@ -1,6 +1,6 @@
 //! Anthropic Messages wire format (`POST /v1/messages`).
 
-use crate::fragments::{splice, Fragments, KeptJson, KeptPrefix, Piece};
+use crate::fragments::{messages_start, splice, Fragments, KeptJson, KeptPrefix, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, ReceiptStatus, TranscriptItem, Usage};
@@ -56,65 +56,18 @@ pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> 
         .collect();
     let messages = messages(turns, &json);
     let written = serde_json::to_string(&body(req, model, messages)).unwrap_or_default();
-    let out = match written.find(MESSAGES) {
-        Some(at) => splice(&written, at + MESSAGES.len(), prefix.json()),
-        None if prefix.json().is_empty() => Some(written),
-        None => None,
-    };
+    let spliced =
+        messages_start(&written).and_then(|at| Some((at, splice(&written, at, prefix.json())?)));
     // Never reached (a kept prefix is followed by its boundary item's
     // message); a body without its prefix is never sent.
-    let Some(out) = out else {
+    let Some((at, out)) = spliced else {
         return body_json(req, model);
     };
     if let Some((cut, count)) = cut {
-        // The messages the prefix grows by, as they were just written.
-        let first = out.find(MESSAGES).map_or(0, |at| at + MESSAGES.len());
-        let grown = if prefix.json().is_empty() {
-            first
-        } else {
-            first + prefix.json().len() + 1
-        };
-        let ends = message_ends(&out[grown..], count);
-        prefix.extend(&req.history, cut, &out[grown..grown + ends]);
+        prefix.extend_from_body(&req.history, cut, &out, at, count);
     }
     kept.put_prefix(&req.history, prefix);
     out
-}
-
-/// Where a body's messages begin: `max_tokens`, a number, is the only
-/// field before them.
-const MESSAGES: &str = "\"messages\":[";
-
-/// Bytes of the first `count` messages of a JSON array's elements
-/// (`json` starts at the first one), not counting the comma after them.
-fn message_ends(json: &str, count: usize) -> usize {
-    let (mut depth, mut in_string, mut escaped, mut seen) = (0usize, false, false, 0);
-    for (i, b) in json.bytes().enumerate() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    seen += 1;
-                    if seen == count {
-                        return i + 1;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    0
 }
 
 /// Where the kept prefix can grow to after this request: the item that

@@ -67,11 +67,27 @@ impl KeptPrefix {
     }
 
     /// Moves the prefix on to `history[..cut]`, which begins with its
-    /// items; `json` is that of the messages made from
-    /// `history[self.covers()..cut]`.
-    pub(crate) fn extend(&mut self, history: &[Arc<TranscriptItem>], cut: usize, json: &str) {
+    /// items, taking the JSON of the messages it grows by from `body`, the
+    /// request just written: the prefix was spliced in at byte `at`, and
+    /// `count` messages after it are made from `history[self.covers()..cut]`.
+    pub(crate) fn extend_from_body(
+        &mut self,
+        history: &[Arc<TranscriptItem>],
+        cut: usize,
+        body: &str,
+        at: usize,
+        count: usize,
+    ) {
         let from = self.covers();
-        if cut <= from || json.is_empty() {
+        let start = if self.json.is_empty() {
+            at
+        } else {
+            at + self.json.len() + 1
+        };
+        let Some(len) = body.get(start..).and_then(|rest| message_ends(rest, count)) else {
+            return;
+        };
+        if cut <= from {
             return;
         }
         self.items.truncate(from);
@@ -85,7 +101,7 @@ impl KeptPrefix {
         if !self.json.is_empty() {
             self.json.push(',');
         }
-        self.json.push_str(json);
+        self.json.push_str(&body[start..start + len]);
     }
 
     /// Whether `history` begins with the prefix's items and the item after
@@ -115,6 +131,48 @@ pub(crate) fn splice(body: &str, at: usize, prefix: &str) -> Option<String> {
     out.push(',');
     out.push_str(&body[at..]);
     Some(out)
+}
+
+/// Where a body's messages begin: `max_tokens`, a number, is the only
+/// field before them on both wires.
+pub(crate) fn messages_start(body: &str) -> Option<usize> {
+    const MESSAGES: &str = "\"messages\":[";
+    Some(body.find(MESSAGES)? + MESSAGES.len())
+}
+
+/// Bytes of the first `count` elements of a JSON array (`json` starts at
+/// the first one), not counting the comma after them; `None` where the
+/// array has fewer.
+pub(crate) fn message_ends(json: &str, count: usize) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped, mut seen) = (0usize, false, false, 0);
+    for (i, b) in json.bytes().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            // The array's own end: fewer elements than asked for.
+            b'}' | b']' if depth == 0 => return None,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    seen += 1;
+                    if seen == count {
+                        return Some(i + 1);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions wire format (also spoken by DeepSeek, Qwen, vLLM,
 //! Ollama and most "OpenAI-compatible" servers).
 
-use crate::fragments::{splice, Fragments, KeptJson, Piece};
+use crate::fragments::{message_ends, messages_start, splice, Fragments, KeptJson, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, TranscriptItem, Usage};
@@ -42,45 +42,20 @@ pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> 
     let written =
         serde_json::to_string(&body(req, model, Some((messages, &json)))).unwrap_or_default();
     // The system message comes first, then the kept ones.
-    let system = serde_json::to_string(&message("system", &req.system)).unwrap_or_default();
-    let out = match written.find(MESSAGES) {
-        Some(at) => splice(
-            &written,
-            at + MESSAGES.len() + system.len() + 1,
-            prefix.json(),
-        ),
-        None if prefix.json().is_empty() => Some(written),
-        None => None,
-    };
+    let spliced = messages_start(&written)
+        .and_then(|at| Some(at + message_ends(&written[at..], 1)? + 1))
+        .and_then(|at| Some((at, splice(&written, at, prefix.json())?)));
     // Never reached (a kept prefix is followed by its boundary item's
     // message); a body without its prefix is never sent.
-    let Some(out) = out else {
+    let Some((at, out)) = spliced else {
         return body_json(req, model);
     };
-    // Grown by messages that were kept as pieces (each piece's JSON is
-    // where its message was written).
-    let cut = cut.filter(|&(_, count)| json[..count].iter().all(Option::is_some));
     if let Some((cut, count)) = cut {
-        let grown: usize = json[..count]
-            .iter()
-            .map(|piece| piece.as_ref().map_or(0, |j| j.get().len()))
-            .sum::<usize>()
-            + count.saturating_sub(1);
-        let at = out.find(MESSAGES).map_or(0, |at| at + MESSAGES.len()) + system.len() + 1;
-        let at = if prefix.json().is_empty() {
-            at
-        } else {
-            at + prefix.json().len() + 1
-        };
-        prefix.extend(&req.history, cut, &out[at..at + grown]);
+        prefix.extend_from_body(&req.history, cut, &out, at, count);
     }
     kept.put_prefix(&req.history, prefix);
     out
 }
-
-/// Where a body's messages begin: `max_tokens`, a number, is the only
-/// field before them.
-const MESSAGES: &str = "\"messages\":[";
 
 /// Where the kept prefix can grow to after this request: the item that
 /// begins the last message up to the first one holding the state snapshot
