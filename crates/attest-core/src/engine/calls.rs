@@ -448,13 +448,7 @@ impl Run<'_> {
             &super::run::arguments_summary(&self.redact(&call.arguments)),
             needed,
         );
-        if receipt.is_satisfying() {
-            let key = super::run::success_key(&receipt.tool_name, &receipt.input_fingerprint);
-            self.successes
-                .entry(key)
-                .or_default()
-                .push(self.receipts.len());
-        }
+        super::run::index_success(&mut self.successes, self.receipts.len(), &receipt);
         self.receipts.push(receipt.clone());
         self.emit(EventBody::ToolResult {
             step,

@@ -1088,17 +1088,21 @@ pub(super) fn success_key(tool: &str, fingerprint: &str) -> String {
     format!("{tool}\u{0}{fingerprint}")
 }
 
-fn success_index(receipts: &[Receipt]) -> HashMap<String, Vec<usize>> {
-    let mut index: HashMap<String, Vec<usize>> = HashMap::new();
-    for (i, r) in receipts
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.is_satisfying())
-    {
+/// Adds `receipt`, the run's `i`th, to a `Run::successes` index if it is
+/// satisfying.
+pub(super) fn index_success(index: &mut HashMap<String, Vec<usize>>, i: usize, receipt: &Receipt) {
+    if receipt.is_satisfying() {
         index
-            .entry(success_key(&r.tool_name, &r.input_fingerprint))
+            .entry(success_key(&receipt.tool_name, &receipt.input_fingerprint))
             .or_default()
             .push(i);
+    }
+}
+
+fn success_index(receipts: &[Receipt]) -> HashMap<String, Vec<usize>> {
+    let mut index = HashMap::new();
+    for (i, r) in receipts.iter().enumerate() {
+        index_success(&mut index, i, r);
     }
     index
 }
