@@ -186,9 +186,12 @@ fn line(item: &AgentStateItem) -> String {
 /// Render the active state within `budget`.
 pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
     // Newest first within each section, cut to the per-type limit: only
-    // the newest are sorted (a long run's state holds hundreds of items).
+    // the newest are sorted (a long run's state holds hundreds of items);
+    // ids break ties only (compared eagerly, they were most of the sort).
     let newest_first = |a: &&AgentStateItem, b: &&AgentStateItem| {
-        b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id))
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| b.id.cmp(&a.id))
     };
     // One pass over the state (sections are disjoint).
     let mut held: [Vec<&AgentStateItem>; SECTIONS.len()] = Default::default();
