@@ -187,7 +187,7 @@ fn line(item: &AgentStateItem) -> String {
 pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
     // Newest first within each section, cut to the per-type limit: only
     // the newest are sorted (a long run's state holds hundreds of items);
-    // ids break ties only (compared eagerly, they were most of the sort).
+    // ids are compared only when the update times tie.
     let newest_first = |a: &&AgentStateItem, b: &&AgentStateItem| {
         b.updated_at
             .cmp(&a.updated_at)
