@@ -1,85 +1,126 @@
-//! The one-token forward pass (generation), as plain loops over `f32`
-//! slices and the quantized weights' blocks ([`crate::gemv`]).
+//! The forward pass for one token (generation) or a few (a short prompt),
+//! as plain loops over `f32` slices and the quantized weights' blocks
+//! ([`crate::gemv`]).
 //!
 //! It computes exactly what the candle path in [`crate::model`] computes for
-//! a one-token chunk — same norms, rotary embedding, grouped-query attention
+//! the same chunk — same norms, rotary embedding, grouped-query attention
 //! over the cache, SwiGLU — without building some twenty-five tensors per
-//! layer per token.
+//! layer, and without the batched kernels' repacked weights.
 
-use crate::gemv::{dequantize_row, gemv, gemv_shared};
+use crate::gemv::{dequantize_row, gemm_shared, gemv};
 use crate::model::{Arch, Model};
 use rayon::prelude::*;
 
-/// Cache positions above which attention is split across threads by head.
+/// Query-key products per layer above which attention is split across
+/// threads.
 const PARALLEL_ATTENTION_FROM: usize = 256;
 
-/// Run `token` at position `pos` (the cache holds `0..pos` and has room for
-/// one more) and return the logits.
-pub(crate) fn step(model: &mut Model, token: u32, pos: usize) -> Result<Vec<f32>, String> {
+/// Run `tokens` at positions `pos..pos + tokens.len()` (the cache holds
+/// `0..pos` and has room for them) and return the logits of the last one.
+pub(crate) fn run(model: &mut Model, tokens: &[u32], pos: usize) -> Result<Vec<f32>, String> {
     let cfg = model.cfg.clone();
+    let m = tokens.len();
     let (h, kv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
+    let (qd, kvd) = (h * hd, kv * hd);
     let cap = model.capacity;
     let eps = cfg.rms_eps as f32;
     let half = hd / 2;
-    let cos = &model.cos_vec[pos * half..(pos + 1) * half];
-    let sin = &model.sin_vec[pos * half..(pos + 1) * half];
     let scale = 1.0 / (hd as f32).sqrt();
+    let end = pos + m;
+    if m == 0 || end > cap || end * half > model.cos_vec.len() {
+        return Err(format!("{m} tokens at {pos} do not fit the cache ({cap})"));
+    }
 
-    let mut x = dequantize_row(&model.embed, token as usize)?;
-    let mut q = vec![0f32; h * hd];
-    let mut k = vec![0f32; kv * hd];
-    let mut v = vec![0f32; kv * hd];
-    let mut attn = vec![0f32; h * hd];
+    let mut x = Vec::with_capacity(m * cfg.n_embd);
+    for &token in tokens {
+        x.extend(dequantize_row(&model.embed, token as usize)?);
+    }
+    let mut q = vec![0f32; m * qd];
+    let mut k = vec![0f32; m * kvd];
+    let mut v = vec![0f32; m * kvd];
+    let mut attn = vec![0f32; m * qd];
     let ffn = model.layers.first().map_or(0, |l| l.up.shape().dims()[0]);
-    let mut gate = vec![0f32; ffn];
-    let mut up = vec![0f32; ffn];
+    let mut gate = vec![0f32; m * ffn];
+    let mut up = vec![0f32; m * ffn];
+    let mut o = vec![0f32; m * cfg.n_embd];
 
     for (layer, cache) in model.layers.iter().zip(model.cache.iter_mut()) {
-        let xn = rms_norm(&x, &layer.attn_norm_vec, eps);
-        gemv_shared(
+        let xn = rms_norm_rows(&x, &layer.attn_norm_vec, eps);
+        gemm_shared(
             &[&layer.wq, &layer.wk, &layer.wv],
             &xn,
+            m,
             &mut [&mut q, &mut k, &mut v],
         )?;
         if let Some([bq, bk, bv]) = &layer.bias_vec {
-            add(&mut q, bq);
-            add(&mut k, bk);
-            add(&mut v, bv);
+            add_rows(&mut q, bq);
+            add_rows(&mut k, bk);
+            add_rows(&mut v, bv);
         }
-        for head in q.chunks_mut(hd).chain(k.chunks_mut(hd)) {
-            rope(cfg.arch, head, cos, sin);
+        for t in 0..m {
+            let p = pos + t;
+            let (cos, sin) = (
+                &model.cos_vec[p * half..(p + 1) * half],
+                &model.sin_vec[p * half..(p + 1) * half],
+            );
+            let heads = q[t * qd..(t + 1) * qd].chunks_mut(hd);
+            for head in heads.chain(k[t * kvd..(t + 1) * kvd].chunks_mut(hd)) {
+                rope(cfg.arch, head, cos, sin);
+            }
+            for g in 0..kv {
+                let at = g * cap * hd + p * hd;
+                let from = t * kvd + g * hd;
+                cache.k[at..at + hd].copy_from_slice(&k[from..from + hd]);
+                cache.v[at..at + hd].copy_from_slice(&v[from..from + hd]);
+            }
         }
-        for g in 0..kv {
-            let at = g * cap * hd + pos * hd;
-            cache.k[at..at + hd].copy_from_slice(&k[g * hd..(g + 1) * hd]);
-            cache.v[at..at + hd].copy_from_slice(&v[g * hd..(g + 1) * hd]);
-        }
-        let kv_len = pos + 1;
         let rep = h / kv;
-        let head_out = |(i, out): (usize, &mut [f32])| {
+        // Head `i` of token `t` sees the cache up to and including its own
+        // position.
+        let head_out = |(j, out): (usize, &mut [f32])| {
+            let (t, i) = (j / h, j % h);
             let g = i / rep;
+            let kv_len = pos + t + 1;
             let keys = &cache.k[g * cap * hd..g * cap * hd + kv_len * hd];
             let values = &cache.v[g * cap * hd..g * cap * hd + kv_len * hd];
-            attend(&q[i * hd..(i + 1) * hd], keys, values, scale, out);
+            let at = t * qd + i * hd;
+            attend(&q[at..at + hd], keys, values, scale, out);
         };
-        if kv_len >= PARALLEL_ATTENTION_FROM {
+        if m * end >= PARALLEL_ATTENTION_FROM {
             attn.par_chunks_mut(hd).enumerate().for_each(head_out);
         } else {
             attn.chunks_mut(hd).enumerate().for_each(head_out);
         }
-        let o = gemv(&layer.wo_t, &attn)?;
+        gemm_shared(&[&layer.wo_t], &attn, m, &mut [&mut o])?;
         add(&mut x, &o);
 
-        let xn = rms_norm(&x, &layer.ffn_norm_vec, eps);
-        gemv_shared(&[&layer.gate, &layer.up], &xn, &mut [&mut gate, &mut up])?;
+        let xn = rms_norm_rows(&x, &layer.ffn_norm_vec, eps);
+        gemm_shared(&[&layer.gate, &layer.up], &xn, m, &mut [&mut gate, &mut up])?;
         for (g, u) in gate.iter_mut().zip(&up) {
             *g = *g / (1.0 + (-*g).exp()) * u;
         }
-        let down = gemv(&layer.down_t, &gate)?;
-        add(&mut x, &down);
+        gemm_shared(&[&layer.down_t], &gate, m, &mut [&mut o])?;
+        add(&mut x, &o);
     }
-    let xn = rms_norm(&x, &model.norm_vec, eps);
+    let last = &x[(m - 1) * cfg.n_embd..];
+    let xn = rms_norm(last, &model.norm_vec, eps);
     gemv(&model.output_t, &xn)
+}
+
+/// Add `bias` to each row of `rows` (rows of `bias.len()` values).
+fn add_rows(rows: &mut [f32], bias: &[f32]) {
+    for row in rows.chunks_exact_mut(bias.len()) {
+        add(row, bias);
+    }
+}
+
+/// [`rms_norm`] of each row of `x` (rows of `weight.len()` values).
+fn rms_norm_rows(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks_exact(weight.len()) {
+        out.extend(rms_norm(row, weight, eps));
+    }
+    out
 }
 
 fn add(x: &mut [f32], y: &[f32]) {

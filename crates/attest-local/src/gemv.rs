@@ -1,10 +1,11 @@
 //! Matrix–vector products over GGUF weights in their stored block format,
-//! for the one-token decode step.
+//! for the one-token decode step and for prompts of a few tokens.
 //!
 //! Why not candle's `QMatMul` here: on AVX-512 machines candle repacks Q4_K
 //! weights into tiles a third larger than the file's blocks, which pays off
 //! for the many rows of a prompt but costs memory bandwidth when one row is
-//! multiplied — and decoding is bandwidth-bound. The dot products themselves
+//! multiplied — and decoding is bandwidth-bound. Repacking also costs a
+//! second or more at load, which a short prompt would not earn back. The dot products themselves
 //! are candle's (`GgmlType::vec_dot`, the ggml kernels); this module only
 //! walks the rows, in parallel on the current rayon pool so that the
 //! `threads` setting holds, and lets several weights that share one input
@@ -22,39 +23,14 @@ use rayon::prelude::*;
 /// scheduling cost vanishes, small enough to balance two to a few threads.
 const ROWS_PER_TASK: usize = 64;
 
-/// One output row's dot product against the prepared input.
-type RowDot<'a> = Box<dyn Fn(usize) -> f32 + Sync + 'a>;
+/// One output row's dot products against each prepared input, written to
+/// the slice (one value per input).
+type RowDots<'a> = Box<dyn Fn(usize, &mut [f32]) + Sync + 'a>;
 
 /// `ys[i] = W_i · x` for several weights `W_i` of shape `(n_i, k)` that share
 /// the input `x` (length `k`). Each `ys[i]` must have length `n_i`.
 pub fn gemv_shared(ws: &[&QTensor], x: &[f32], ys: &mut [&mut [f32]]) -> Result<(), String> {
-    if ws.len() != ys.len() {
-        return Err(format!("{} weights but {} outputs", ws.len(), ys.len()));
-    }
-    let mut dots = Vec::with_capacity(ws.len());
-    for (w, y) in ws.iter().zip(ys.iter()) {
-        let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
-        if k != x.len() || n != y.len() {
-            return Err(format!(
-                "shape mismatch: weight ({n}, {k}), input {}, output {}",
-                x.len(),
-                y.len()
-            ));
-        }
-        dots.push(row_dot(w, x)?);
-    }
-    let mut tasks: Vec<(&RowDot, usize, &mut [f32])> = Vec::new();
-    for (dot, y) in dots.iter().zip(ys.iter_mut()) {
-        for (i, chunk) in y.chunks_mut(ROWS_PER_TASK).enumerate() {
-            tasks.push((dot, i * ROWS_PER_TASK, chunk));
-        }
-    }
-    tasks.into_par_iter().for_each(|(dot, row0, out)| {
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = dot(row0 + i);
-        }
-    });
-    Ok(())
+    gemm_shared(ws, x, 1, ys)
 }
 
 /// `W · x` for one weight.
@@ -63,6 +39,57 @@ pub fn gemv(w: &QTensor, x: &[f32]) -> Result<Vec<f32>, String> {
     let mut y = vec![0f32; n];
     gemv_shared(&[w], x, &mut [&mut y])?;
     Ok(y)
+}
+
+/// [`gemv_shared`] for `m` inputs at once: `xs` holds them row after row
+/// (`m × k`) and each `ys[i]` receives `m × n_i` outputs, input after
+/// input. Each weight row is read once and met by all `m` inputs while it
+/// is in cache, which is what makes a few-token prompt cheap without the
+/// batched kernels' repacked weights.
+pub fn gemm_shared(
+    ws: &[&QTensor],
+    xs: &[f32],
+    m: usize,
+    ys: &mut [&mut [f32]],
+) -> Result<(), String> {
+    if ws.len() != ys.len() {
+        return Err(format!("{} weights but {} outputs", ws.len(), ys.len()));
+    }
+    let mut dots = Vec::with_capacity(ws.len());
+    let mut scratch = Vec::with_capacity(ws.len());
+    for (w, y) in ws.iter().zip(ys.iter()) {
+        let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
+        if m == 0 || k * m != xs.len() || n * m != y.len() {
+            return Err(format!(
+                "shape mismatch: weight ({n}, {k}), {m} inputs in {}, output {}",
+                xs.len(),
+                y.len()
+            ));
+        }
+        dots.push(row_dots(w, xs, m)?);
+        // Rows in order, each with its `m` outputs: a task's rows are one slice.
+        scratch.push(vec![0f32; n * m]);
+    }
+    let mut tasks: Vec<(&RowDots, usize, &mut [f32])> = Vec::new();
+    for (dot, buf) in dots.iter().zip(scratch.iter_mut()) {
+        for (i, chunk) in buf.chunks_mut(ROWS_PER_TASK * m).enumerate() {
+            tasks.push((dot, i * ROWS_PER_TASK, chunk));
+        }
+    }
+    tasks.into_par_iter().for_each(|(dot, row0, out)| {
+        for (i, row_out) in out.chunks_exact_mut(m).enumerate() {
+            dot(row0 + i, row_out);
+        }
+    });
+    for (buf, y) in scratch.iter().zip(ys.iter_mut()) {
+        let n = buf.len() / m;
+        for (row, outs) in buf.chunks_exact(m).enumerate() {
+            for (t, v) in outs.iter().enumerate() {
+                y[t * n + row] = *v;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Row `row` of `w` as floats (an embedding lookup).
@@ -107,32 +134,38 @@ macro_rules! dispatch {
         }
     };
 }
-use dispatch;
+pub(crate) use dispatch;
 
-fn row_dot<'a>(w: &'a QTensor, x: &[f32]) -> Result<RowDot<'a>, String> {
+fn row_dots<'a>(w: &'a QTensor, xs: &[f32], m: usize) -> Result<RowDots<'a>, String> {
     let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
     macro_rules! make {
         ($t:ty) => {
-            return typed_row_dot::<$t>(blocks::<$t>(w, n, k)?, k, x)
+            return typed_row_dots::<$t>(blocks::<$t>(w, n, k)?, k, xs, m)
         };
     }
     dispatch!(w.dtype(), make);
 }
 
-fn typed_row_dot<'a, T: GgmlType + 'static>(
+fn typed_row_dots<'a, T: GgmlType + 'static>(
     blocks: &'a [T],
     k: usize,
-    x: &[f32],
-) -> Result<RowDot<'a>, String> {
+    xs: &[f32],
+    m: usize,
+) -> Result<RowDots<'a>, String> {
     let kb = k / T::BLCK_SIZE;
-    let mut xq = vec![T::VecDotType::zeros(); kb];
-    if T::DIRECT_COPY {
-        T::VecDotType::direct_copy(x, &mut xq);
-    } else {
-        T::VecDotType::from_float(x, &mut xq);
+    let mut xq = vec![T::VecDotType::zeros(); kb * m];
+    for (x, q) in xs.chunks_exact(k).zip(xq.chunks_exact_mut(kb)) {
+        if T::DIRECT_COPY {
+            T::VecDotType::direct_copy(x, q);
+        } else {
+            T::VecDotType::from_float(x, q);
+        }
     }
-    Ok(Box::new(move |row| {
-        T::vec_dot(k, &blocks[row * kb..(row + 1) * kb], &xq)
+    Ok(Box::new(move |row, out| {
+        let w = &blocks[row * kb..(row + 1) * kb];
+        for (o, q) in out.iter_mut().zip(xq.chunks_exact(kb)) {
+            *o = T::vec_dot(k, w, q);
+        }
     }))
 }
 
@@ -230,6 +263,33 @@ mod tests {
         gemv_shared(&[&a, &b], &x, &mut [&mut ya, &mut yb]).unwrap();
         assert_eq!(ya, gemv(&a, &x).unwrap());
         assert_eq!(yb, gemv(&b, &x).unwrap());
+    }
+
+    #[test]
+    fn several_inputs_get_what_each_gets_alone() {
+        let (n, k, m) = (70, 512, 5);
+        let (w, _) = weight(GgmlDType::Q4K, n, k);
+        let (w2, _) = weight(GgmlDType::Q6K, 9, k);
+        let xs: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 9.0)
+            .collect();
+        let mut ys = vec![f32::NAN; m * n];
+        let mut ys2 = vec![f32::NAN; m * 9];
+        gemm_shared(&[&w, &w2], &xs, m, &mut [&mut ys, &mut ys2]).unwrap();
+        for (t, x) in xs.chunks_exact(k).enumerate() {
+            assert_eq!(
+                ys[t * n..(t + 1) * n],
+                gemv(&w, x).unwrap()[..],
+                "input {t}"
+            );
+            assert_eq!(
+                ys2[t * 9..(t + 1) * 9],
+                gemv(&w2, x).unwrap()[..],
+                "input {t}"
+            );
+        }
+        let mut short = vec![0f32; n];
+        assert!(gemm_shared(&[&w], &xs, m, &mut [&mut short]).is_err());
     }
 
     #[test]

