@@ -115,8 +115,10 @@ pub struct Model {
 
 /// Default of [`Model::set_stored_block_limit`]: prompts this short run on
 /// the stored blocks, where repacking the weights would cost more than it
-/// saves.
-pub const STORED_BLOCK_LIMIT: usize = 64;
+/// saves. Measured on Qwen2.5 1.5B Q4_K_M, 2 threads: about 20 ms a token
+/// on the stored blocks, against 0.6–0.7 s of repacking and 5.5 ms a token
+/// on the batched path, even at about 46 tokens.
+pub const STORED_BLOCK_LIMIT: usize = 48;
 
 /// The parsed GGUF header (metadata and tensor index) and the open file.
 pub struct GgufFile {

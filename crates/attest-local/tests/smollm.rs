@@ -290,7 +290,10 @@ fn a_short_prompt_on_the_stored_blocks_agrees_with_the_batched_path() {
     let prompt = golden_prompt(&m);
     drop(m);
     let n = prompt.len() - 1;
-    assert!(n > 1 && n <= 64, "the golden prompt is {n} tokens");
+    assert!(
+        n > 1 && n <= attest_local::model::STORED_BLOCK_LIMIT,
+        "the golden prompt is {n} tokens"
+    );
     let run = |net: &mut Model| {
         net.truncate(0);
         let chunk = net.forward(&prompt[..n], 0).unwrap();
