@@ -238,6 +238,7 @@ impl Model {
             })? as f64;
         let rope_base = gguf.meta_f32(&key("rope.freq_base")).unwrap_or(10_000.0);
         let context_limit = max_context.unwrap_or(32_768).min(trained_context).max(16);
+        keep_freed_memory();
 
         let device = Device::Cpu;
         let content = &gguf.content;
@@ -751,6 +752,30 @@ fn append_to_cache(
         all.extend_from_slice(&buf[base..base + kv_len * hd]);
     }
     Tensor::from_vec(all, (1, kv, kv_len, hd), new.device())
+}
+
+/// Keeps memory the batched path frees for its next use. Each candle op
+/// allocates its output, tens of megabytes on a long prompt, and glibc
+/// hands blocks that large back to the kernel when they are freed (as
+/// their own mappings, or by trimming the heap), so the next op faults
+/// fresh zeroed pages in again: a fifth of a long prompt's time. With
+/// these thresholds they stay in the heap, at the cost of holding the
+/// largest prompt's working memory until the process ends. Process-wide
+/// and set once; only a process that loads a model gets it.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: mallopt only sets allocator parameters; both values
+            // are within the ranges glibc accepts (the mmap threshold's
+            // maximum on 64-bit is 32 MiB).
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+            }
+        });
+    }
 }
 
 fn vec1(t: &Tensor) -> std::result::Result<Vec<f32>, String> {
