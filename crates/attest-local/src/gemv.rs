@@ -56,7 +56,6 @@ pub fn gemm_shared(
         return Err(format!("{} weights but {} outputs", ws.len(), ys.len()));
     }
     let mut dots = Vec::with_capacity(ws.len());
-    let mut scratch = Vec::with_capacity(ws.len());
     for (w, y) in ws.iter().zip(ys.iter()) {
         let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
         if m == 0 || k * m != xs.len() || n * m != y.len() {
@@ -67,11 +66,20 @@ pub fn gemm_shared(
             ));
         }
         dots.push(row_dots(w, xs, m)?);
-        // Rows in order, each with its `m` outputs: a task's rows are one slice.
-        scratch.push(vec![0f32; n * m]);
     }
+    // The tasks write rows in order, each with its `m` outputs, so that a
+    // task's rows are one slice; for one input that is the outputs' own
+    // layout, and they are written in place (generation's path).
+    let mut scratch: Vec<Vec<f32>> = match m {
+        1 => Vec::new(),
+        _ => ys.iter().map(|y| vec![0f32; y.len()]).collect(),
+    };
+    let bufs: Vec<&mut [f32]> = match m {
+        1 => ys.iter_mut().map(|y| &mut **y).collect(),
+        _ => scratch.iter_mut().map(Vec::as_mut_slice).collect(),
+    };
     let mut tasks: Vec<(&RowDots, usize, &mut [f32])> = Vec::new();
-    for (dot, buf) in dots.iter().zip(scratch.iter_mut()) {
+    for (dot, buf) in dots.iter().zip(bufs) {
         for (i, chunk) in buf.chunks_mut(ROWS_PER_TASK * m).enumerate() {
             tasks.push((dot, i * ROWS_PER_TASK, chunk));
         }

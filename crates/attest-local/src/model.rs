@@ -243,29 +243,9 @@ impl Model {
 
         let device = Device::Cpu;
         let content = &gguf.content;
-        let has = |name: &str| content.tensor_infos.contains_key(name);
-        let mut names: Vec<String> = ["token_embd.weight", "output_norm.weight", "output.weight"]
-            .into_iter()
-            .filter(|n| *n != "output.weight" || has(n))
-            .map(String::from)
-            .collect();
-        for i in 0..n_layer {
-            let mut parts = vec![
-                "attn_norm.weight",
-                "ffn_norm.weight",
-                "attn_q.weight",
-                "attn_k.weight",
-                "attn_v.weight",
-                "attn_output.weight",
-                "ffn_gate.weight",
-                "ffn_up.weight",
-                "ffn_down.weight",
-            ];
-            if has(&format!("blk.{i}.attn_q.bias")) {
-                parts.extend(["attn_q.bias", "attn_k.bias", "attn_v.bias"]);
-            }
-            names.extend(parts.iter().map(|part| format!("blk.{i}.{part}")));
-        }
+        // Every tensor of the file, all at once; the ones the network takes
+        // are looked up below, and a missing one is an error naming it.
+        let names: Vec<String> = content.tensor_infos.keys().cloned().collect();
         let loaded =
             catch(|| crate::weights::read_tensors(&gguf.file, content, &names)).map_err(bad)?;
         let loaded = std::cell::RefCell::new(loaded);

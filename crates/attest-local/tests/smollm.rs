@@ -258,24 +258,30 @@ fn decode_step_agrees_with_the_prompt_path() {
         net.forward(&prompt[..split], 0).unwrap();
         let stepped = net.forward(&prompt[split..=split], split).unwrap();
         assert_eq!(net.cached_len(), split + 1);
-        let argmax = |v: &[f32]| {
-            v.iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(i, _)| i)
-        };
-        assert_eq!(argmax(&chunked), argmax(&stepped), "split {split}");
-        let scale = chunked.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let worst = chunked
-            .iter()
-            .zip(&stepped)
-            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-        // Both quantize activations to 8 bits, in different kernels.
-        assert!(
-            worst < 0.05 * scale,
-            "split {split}: max |Δ| {worst} vs scale {scale}"
-        );
+        assert_logits_agree(&chunked, &stepped, &format!("split {split}"));
     }
+}
+
+/// Two paths' logits for the same position pick the same token and differ
+/// by under 5 % of the largest: both quantize activations to 8 bits, in
+/// different kernels.
+fn assert_logits_agree(reference: &[f32], other: &[f32], what: &str) {
+    let argmax = |v: &[f32]| {
+        v.iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
+    };
+    assert_eq!(argmax(reference), argmax(other), "{what}");
+    let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let worst = reference
+        .iter()
+        .zip(other)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        worst < 0.05 * scale,
+        "{what}: max |Δ| {worst} vs scale {scale}"
+    );
 }
 
 /// A short prompt runs on the stored blocks, and both paths compute the
@@ -304,24 +310,8 @@ fn a_short_prompt_on_the_stored_blocks_agrees_with_the_batched_path() {
     net.set_stored_block_limit(0);
     let batched = run(&mut net);
     assert_ne!(few.0, batched.0, "both runs took the same path");
-    for (what, a, b) in [
-        ("chunk", &few.0, &batched.0),
-        ("next token", &few.1, &batched.1),
-    ] {
-        let argmax = |v: &[f32]| {
-            v.iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(i, _)| i)
-        };
-        assert_eq!(argmax(a), argmax(b), "{what}");
-        let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let worst = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-        assert!(
-            worst < 0.05 * scale,
-            "{what}: max |Δ| {worst} vs scale {scale}"
-        );
-    }
+    assert_logits_agree(&batched.0, &few.0, "chunk");
+    assert_logits_agree(&batched.1, &few.1, "next token");
 }
 
 #[test]
