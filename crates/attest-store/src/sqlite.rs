@@ -260,13 +260,6 @@ impl SqliteStore {
         }))
     }
 
-    /// The form an entry is stored in (see [`stored_form`]).
-    fn stored_form(&self, run_id: &str, entry: &LogEntry) -> Result<LogEntry, StoreError> {
-        stored_form(entry, |step, kind, raw| {
-            self.store_artifact(run_id, step, kind, raw)
-        })
-    }
-
     fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         let settings: String = row.get("settings")?;
         Ok(RunRecord {
@@ -302,20 +295,22 @@ impl SqliteStore {
             .map(|b| serde_json::from_str(b).map_err(StoreError::from))
             .collect()
     }
+}
 
-    fn store_artifact(
-        &self,
-        run_id: &str,
-        step: u32,
-        kind: &str,
-        body: &str,
-    ) -> Result<String, StoreError> {
-        self.conn.execute(
-            "INSERT INTO artifacts (run_id, step, kind, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![run_id, step, kind, body, now()],
-        )?;
-        Ok(format!("artifact:{}", self.conn.last_insert_rowid()))
-    }
+/// Store a raw output in the artifact table, within the entries'
+/// transaction; returns the reference the log keeps.
+fn store_artifact(
+    tx: &rusqlite::Transaction<'_>,
+    run_id: &str,
+    step: u32,
+    kind: &str,
+    body: &str,
+) -> Result<String, StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO artifacts (run_id, step, kind, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![run_id, step, kind, body, now()])?;
+    Ok(format!("artifact:{}", tx.last_insert_rowid()))
 }
 
 /// A run's record as stored: the fields its chain starts from (id,
@@ -484,21 +479,10 @@ impl Store for SqliteStore {
     }
 
     fn append_all(&mut self, run_id: &str, entries: &[LogEntry]) -> Result<(), StoreError> {
-        let mut prepared = Vec::with_capacity(entries.len());
-        // Archive rows go in the entries' transaction: a fenced, failed or
-        // retried append then leaves none behind (and never two).
-        let mut archived = Vec::new();
-        for entry in entries {
-            if let LogEntry::Archive { item } = entry {
-                archived.push((item.call_id(), serde_json::to_string(item)?));
-                continue;
-            }
-            let stored = self.stored_form(run_id, entry)?;
-            let body = serde_json::to_string(&stored)?;
-            let (kind, name) = entry_type(&stored, &body)?;
-            prepared.push((stored, kind, name, body));
-        }
-        if prepared.is_empty() && archived.is_empty() {
+        // Archive and artifact rows go in the entries' transaction (one
+        // per step boundary): a fenced, failed or retried append then leaves
+        // none behind (and never two).
+        if entries.is_empty() {
             return Ok(());
         }
         // Twice at most: when another writer moved the head, reread it.
@@ -519,15 +503,21 @@ impl Store for SqliteStore {
                     });
                 }
             }
-            for (call_id, item) in &archived {
-                tx.prepare_cached(
-                    "INSERT INTO archive (run_id, call_id, item, created_at) VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(params![run_id, call_id, item, now()])?;
-            }
             let mut linked = true;
-            for (stored, kind, name, body) in &prepared {
-                match Self::insert_entry(&tx, run_id, &head, stored, kind, name, body)? {
+            for entry in entries {
+                if let LogEntry::Archive { item } = entry {
+                    tx.prepare_cached(
+                        "INSERT INTO archive (run_id, call_id, item, created_at) VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![run_id, item.call_id(), serde_json::to_string(item)?, now()])?;
+                    continue;
+                }
+                let stored = stored_form(entry, |step, kind, raw| {
+                    store_artifact(&tx, run_id, step, kind, raw)
+                })?;
+                let body = serde_json::to_string(&stored)?;
+                let (kind, name) = entry_type(&stored, &body)?;
+                match Self::insert_entry(&tx, run_id, &head, &stored, &kind, &name, &body)? {
                     Some(next) => head = next,
                     None => {
                         linked = false;

@@ -352,6 +352,18 @@ fn a_fenced_append_is_refused_once_another_worker_took_the_lease(b: &dyn Backend
         Err(StoreError::Fenced { .. })
     ));
     assert!(new.archived("r1").unwrap().is_empty());
+    // So are raw outputs, which the log keeps in the artifact table.
+    let raw = LogEntry::Trace {
+        trace: TraceRecord::RawOutput {
+            step: 1,
+            raw: "stale raw output".into(),
+        },
+    };
+    assert!(matches!(
+        old.append_all("r1", &[raw]),
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(new.artifacts("r1").unwrap().is_empty());
     let texts: Vec<String> = new
         .items("r1")
         .unwrap()
