@@ -10,6 +10,7 @@
 //! - failed paths merge by fingerprint and data limitations are superseded,
 //!   never silently dropped.
 
+mod active;
 mod handoff;
 mod tail;
 mod tokens;
@@ -19,11 +20,13 @@ pub use handoff::SliceFilter;
 pub use tail::{render_tail, tail_tokens, TailBudget, TailRender};
 pub use tokens::{count_tokens, within_tokens};
 
+use active::ActiveIndex;
 use attest_protocol::{
     AgentStateItem, ConfidenceLevel, EffectClass, EvidenceType, Receipt, ReceiptStatus,
     StateItemType, StateStatus, VerificationStatus,
 };
 use chrono::Utc;
+use tail::Section;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum StateError {
@@ -38,6 +41,8 @@ pub enum StateError {
 pub struct AgentState {
     items: Vec<AgentStateItem>,
     next_id: u32,
+    /// The active items, indexed as each step reads them.
+    active: ActiveIndex,
 }
 
 impl AgentState {
@@ -51,7 +56,7 @@ impl AgentState {
             EvidenceType::UserProvided,
             ConfidenceLevel::High,
         );
-        state.items.push(item);
+        state.push(item);
         state
     }
 
@@ -67,7 +72,24 @@ impl AgentState {
 
     /// True when the state holds more than the goal.
     pub fn has_progress(&self) -> bool {
-        self.active().any(|i| i.item_type != StateItemType::Goal)
+        self.active.has_more_than_goal()
+    }
+
+    /// How many active items `section` holds.
+    fn active_in(&self, section: Section) -> usize {
+        self.active.count(section)
+    }
+
+    /// The active items of `section`, newest first (by update time, then id).
+    fn newest_in(&self, section: Section) -> impl Iterator<Item = &AgentStateItem> {
+        self.active.newest(section).map(|at| &self.items[at])
+    }
+
+    /// Keep `item` (indexed while it is active).
+    fn push(&mut self, item: AgentStateItem) {
+        self.items.push(item);
+        let at = self.items.len() - 1;
+        self.active.insert(at, &self.items[at]);
     }
 
     fn item(
@@ -110,7 +132,7 @@ impl AgentState {
                 return Err(StateError::FactFromModel(item.evidence_type));
             }
         }
-        self.items.push(item);
+        self.push(item);
         Ok(())
     }
 
@@ -123,7 +145,7 @@ impl AgentState {
             (ReceiptStatus::Ok, VerificationStatus::Verified) => {
                 // A success resolves earlier failures of the same call shape.
                 let key = failure_key(receipt);
-                self.supersede_where(|i| i.fingerprint.as_deref() == Some(key.as_str()));
+                self.supersede(self.active.with_fingerprint(&key).collect());
                 if receipt.effect == EffectClass::Observe || receipt.evidence.absent.is_some() {
                     let content = format!("{what}: {}", evidence_summary(receipt));
                     let fact = self.item(
@@ -146,7 +168,7 @@ impl AgentState {
                     let _ = self.add(fact);
                 }
                 // The evidence an open question asked for may now exist.
-                self.supersede_where(|i| i.item_type == StateItemType::OpenQuestion);
+                self.supersede(self.active.newest(Section::Questions).collect());
             }
             (ReceiptStatus::Ok, _) => {
                 let content = format!(
@@ -160,7 +182,7 @@ impl AgentState {
                     ConfidenceLevel::High,
                 );
                 limitation.blocking = needed;
-                self.items.push(limitation);
+                self.push(limitation);
             }
             (status, _) => {
                 let reason = receipt.error.clone().unwrap_or_default();
@@ -170,15 +192,17 @@ impl AgentState {
                     status.as_str(),
                     first_line(&reason, 200)
                 );
-                if let Some(existing) = self.items.iter_mut().find(|i| {
-                    i.status == StateStatus::Active
-                        && i.fingerprint.as_deref() == Some(key.as_str())
-                }) {
+                let existing = self.active.with_fingerprint(&key).next();
+                if let Some(at) = existing {
+                    // Reindexed: its update time and section may change.
+                    self.active.remove(at, &self.items[at]);
+                    let existing = &mut self.items[at];
                     existing.occurrences += 1;
                     existing.content = content;
                     existing.source_refs.push(call);
                     existing.updated_at = Utc::now();
                     existing.blocking |= needed;
+                    self.active.insert(at, &self.items[at]);
                     return;
                 }
                 let mut failed = self.item(
@@ -190,14 +214,14 @@ impl AgentState {
                 );
                 failed.fingerprint = Some(key);
                 failed.blocking = needed;
-                self.items.push(failed);
+                self.push(failed);
             }
         }
     }
 
     /// Required evidence is missing after an answer: an open question.
     pub fn on_missing_evidence(&mut self, missing: &str, source_ref: &str) {
-        self.supersede_where(|i| i.item_type == StateItemType::OpenQuestion);
+        self.supersede(self.active.newest(Section::Questions).collect());
         let question = self.item(
             StateItemType::OpenQuestion,
             &format!("Not yet verified: the task requires {missing}."),
@@ -205,7 +229,7 @@ impl AgentState {
             EvidenceType::Observed,
             ConfidenceLevel::High,
         );
-        self.items.push(question);
+        self.push(question);
     }
 
     /// Commentary before tool calls: the model's own plan, kept as a
@@ -215,7 +239,7 @@ impl AgentState {
         if text.is_empty() {
             return;
         }
-        self.supersede_where(|i| i.item_type == StateItemType::NextStep);
+        self.supersede(self.active.newest(Section::NextSteps).collect());
         let step = self.item(
             StateItemType::NextStep,
             &text,
@@ -223,19 +247,20 @@ impl AgentState {
             EvidenceType::ModelGenerated,
             ConfidenceLevel::Low,
         );
-        self.items.push(step);
+        self.push(step);
     }
 
-    fn supersede_where(&mut self, pred: impl Fn(&AgentStateItem) -> bool) {
+    /// Mark the active items at `ats` superseded; the goal never is.
+    fn supersede(&mut self, ats: Vec<usize>) {
         let now = Utc::now();
-        for item in self.items.iter_mut() {
-            if item.status == StateStatus::Active
-                && item.item_type != StateItemType::Goal
-                && pred(item)
-            {
-                item.status = StateStatus::Superseded;
-                item.updated_at = now;
+        for at in ats {
+            if self.items[at].item_type == StateItemType::Goal {
+                continue;
             }
+            self.active.remove(at, &self.items[at]);
+            let item = &mut self.items[at];
+            item.status = StateStatus::Superseded;
+            item.updated_at = now;
         }
     }
 }

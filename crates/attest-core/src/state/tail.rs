@@ -126,8 +126,10 @@ const SECTIONS: [(&str, Section); 7] = [
     ),
 ];
 
+/// Where an active item is shown; `SECTIONS` order, so a section is also
+/// an index (`Section::Goal as usize` is 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Section {
+pub(super) enum Section {
     Goal,
     Blocking,
     Facts,
@@ -137,19 +139,21 @@ enum Section {
     NextSteps,
 }
 
+/// How many sections there are.
+pub(super) const SECTION_COUNT: usize = SECTIONS.len();
+
 impl Section {
-    fn holds(self, item: &AgentStateItem) -> bool {
+    /// The one section that shows `item` while it is active.
+    pub(super) fn of(item: &AgentStateItem) -> Section {
         use StateItemType as T;
-        match self {
-            Section::Goal => item.item_type == T::Goal,
-            Section::Blocking => {
-                item.blocking && matches!(item.item_type, T::FailedPath | T::DataLimitation)
-            }
-            Section::Facts => item.item_type == T::ConfirmedFact,
-            Section::Failed => item.item_type == T::FailedPath && !item.blocking,
-            Section::Limitations => item.item_type == T::DataLimitation && !item.blocking,
-            Section::Questions => item.item_type == T::OpenQuestion,
-            Section::NextSteps => item.item_type == T::NextStep,
+        match item.item_type {
+            T::Goal => Section::Goal,
+            T::FailedPath | T::DataLimitation if item.blocking => Section::Blocking,
+            T::ConfirmedFact => Section::Facts,
+            T::FailedPath => Section::Failed,
+            T::DataLimitation => Section::Limitations,
+            T::OpenQuestion => Section::Questions,
+            T::NextStep => Section::NextSteps,
         }
     }
 
@@ -185,35 +189,17 @@ fn line(item: &AgentStateItem) -> String {
 
 /// Render the active state within `budget`.
 pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
-    // Newest first within each section, cut to the per-type limit: only
-    // the newest are sorted (a long run's state holds hundreds of items);
-    // ids are compared only when the update times tie.
-    let newest_first = |a: &&AgentStateItem, b: &&AgentStateItem| {
-        b.updated_at
-            .cmp(&a.updated_at)
-            .then_with(|| b.id.cmp(&a.id))
-    };
-    // One pass over the state (sections are disjoint).
-    let mut held: [Vec<&AgentStateItem>; SECTIONS.len()] = Default::default();
-    for item in state.active() {
-        if let Some(s) = SECTIONS.iter().position(|(_, section)| section.holds(item)) {
-            held[s].push(item);
-        }
-    }
+    // Newest first within each section, cut to the per-type limit: the
+    // state keeps each section's active items in that order, so a long
+    // run's hundreds of facts are counted, not visited.
     let mut omitted = 0;
     let mut sections: Vec<(&str, Section, Vec<&AgentStateItem>)> = SECTIONS
         .iter()
-        .zip(held)
-        .map(|((title, section), mut items)| {
+        .map(|(title, section)| {
             let limit = section.limit(budget);
-            if items.len() > limit {
-                omitted += items.len() - limit;
-                if limit > 0 {
-                    items.select_nth_unstable_by(limit - 1, newest_first);
-                }
-                items.truncate(limit);
-            }
-            items.sort_by(newest_first);
+            let held = state.active_in(*section);
+            omitted += held.saturating_sub(limit);
+            let items = state.newest_in(*section).take(limit).collect();
             (*title, *section, items)
         })
         .collect();

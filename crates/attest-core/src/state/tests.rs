@@ -211,3 +211,82 @@ proptest::proptest! {
         );
     }
 }
+
+/// One thing that can happen to a run's state.
+#[derive(Debug, Clone)]
+enum Op {
+    Receipt {
+        tool: u8,
+        args: u8,
+        ok: bool,
+        verified: bool,
+        needed: bool,
+    },
+    Commentary(u8),
+    MissingEvidence(u8),
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (0u8..3, 0u8..4, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(tool, args, ok, verified, needed)| Op::Receipt { tool, args, ok, verified, needed }
+        ),
+        1 => (0u8..3).prop_map(Op::Commentary),
+        1 => (0u8..3).prop_map(Op::MissingEvidence),
+    ]
+}
+
+proptest::proptest! {
+    /// The index the tail reads (each section's active items, newest first;
+    /// failed paths by fingerprint) says what a scan of every item says.
+    #[test]
+    fn the_active_index_agrees_with_a_scan_of_every_item(
+        ops in proptest::collection::vec(op(), 0..60)
+    ) {
+        let mut state = AgentState::with_goal("read the config", "user_input");
+        for (n, op) in ops.iter().enumerate() {
+            match op {
+                Op::Receipt { tool, args, ok, verified, needed } => {
+                    let status = if *ok { ReceiptStatus::Ok } else { ReceiptStatus::Error };
+                    let mut r = receipt(&format!("call_{n}"), &format!("tool{tool}"), status, &format!("fp{args}"));
+                    if *ok && !*verified {
+                        r.verification_status = VerificationStatus::MissingEvidence;
+                    }
+                    state.on_receipt(&r, &format!("args{args}"), *needed);
+                }
+                Op::Commentary(k) => state.on_commentary(&format!("plan {k}"), &format!("step_{n}")),
+                Op::MissingEvidence(k) => state.on_missing_evidence(&format!("evidence {k}"), &format!("step_{n}")),
+            }
+        }
+        for section in [
+            Section::Goal, Section::Blocking, Section::Facts, Section::Failed,
+            Section::Limitations, Section::Questions, Section::NextSteps,
+        ] {
+            let mut scanned: Vec<(usize, &AgentStateItem)> = state
+                .items()
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.status == StateStatus::Active && Section::of(i) == section)
+                .collect();
+            scanned.sort_by(|(a_at, a), (b_at, b)| {
+                (b.updated_at, &b.id, b_at).cmp(&(a.updated_at, &a.id, a_at))
+            });
+            let scanned: Vec<&str> = scanned.iter().map(|(_, i)| i.id.as_str()).collect();
+            let indexed: Vec<&str> = state.newest_in(section).map(|i| i.id.as_str()).collect();
+            proptest::prop_assert_eq!(&indexed, &scanned, "section {:?}", section);
+            proptest::prop_assert_eq!(state.active_in(section), scanned.len());
+        }
+        proptest::prop_assert_eq!(
+            state.has_progress(),
+            state.active().any(|i| i.item_type != StateItemType::Goal)
+        );
+        for i in state.active().filter(|i| i.fingerprint.is_some()) {
+            let fp = i.fingerprint.as_deref().unwrap_or_default();
+            let first = state.items().iter().position(|j| {
+                j.status == StateStatus::Active && j.fingerprint.as_deref() == Some(fp)
+            });
+            proptest::prop_assert_eq!(state.active.with_fingerprint(fp).next(), first);
+        }
+    }
+}
