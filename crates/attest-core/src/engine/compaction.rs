@@ -14,6 +14,7 @@ use attest_protocol::{
     AssistantPhase, CacheResetPoint, CacheResetReason, HarnessMessageKind, LogEntry, ToolSpec,
     TranscriptItem,
 };
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
@@ -222,12 +223,9 @@ impl Run<'_> {
 
     /// What requests are built from: earlier turns and this run's items, or
     /// after a compaction, its summary and the items it did not cover.
-    /// Each item in its shared request form: a request costs a reference
-    /// per item, not a copy.
-    pub(super) fn request_history(&self) -> Vec<Arc<TranscriptItem>> {
-        let forms = |caches: &[ItemCache]| -> Vec<Arc<TranscriptItem>> {
-            caches.iter().map(|c| Arc::clone(&c.request_form)).collect()
-        };
+    /// Each item in its shared request form; without a compaction, the
+    /// run's own list of them (nothing is copied).
+    pub(super) fn request_history(&self) -> Cow<'_, [Arc<TranscriptItem>]> {
         match self.latest_compaction() {
             Some((index, covers, summary)) => {
                 let summary = match self.item_caches.get(index) {
@@ -244,13 +242,9 @@ impl Run<'_> {
                         .filter(|c| !matches!(*c.request_form, TranscriptItem::Compaction { .. }))
                         .map(|c| Arc::clone(&c.request_form)),
                 );
-                out
+                Cow::Owned(out)
             }
-            None => {
-                let mut out = forms(&self.prior_caches);
-                out.extend(forms(&self.item_caches));
-                out
-            }
+            None => Cow::Borrowed(&self.request_forms),
         }
     }
 

@@ -74,13 +74,15 @@ impl Run<'_> {
                 })?;
             }
         }
-        let history = self.request_history();
-        let mut normalized = self.normalizer.normalize(&history);
+        let mut normalizer = std::mem::take(&mut self.normalizer);
+        let mut normalized = normalizer.normalize(&self.request_history());
+        self.normalizer = normalizer;
         // The state snapshot goes last and is never logged (SPEC E3).
         let tail = self
             .state
             .has_progress()
             .then(|| render_tail(&self.state, &TailBudget::default()));
+        let mut snapshot_at = None;
         if let Some(tail) = &tail {
             let snapshot = Arc::new(TranscriptItem::HarnessMessage {
                 kind: HarnessMessageKind::StateSnapshot,
@@ -95,6 +97,7 @@ impl Run<'_> {
                 _ => normalized.items.len(),
             };
             normalized.items.insert(at, snapshot);
+            snapshot_at = Some(at);
         }
         let compacted = self
             .latest_compaction()
@@ -187,21 +190,23 @@ impl Run<'_> {
             })?;
             // Write-ahead: every result is durable before the model sees it.
             self.flush()?;
-            let call = async {
-                match &sink {
-                    Some(sink) => provider.complete_streaming(&request, sink).await,
-                    None => provider.complete(&request).await,
-                }
-            };
-            let mut call = std::pin::pin!(call);
             let mut deltas = DeltaStream::default();
-            let result = loop {
-                tokio::select! {
-                    r = &mut call => break r,
-                    Some(text) = delta_rx.recv(), if streaming => {
-                        self.show_deltas(step, &mut deltas, text, &mut delta_rx);
+            let result = {
+                let call = async {
+                    match &sink {
+                        Some(sink) => provider.complete_streaming(&request, sink).await,
+                        None => provider.complete(&request).await,
                     }
-                    why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),
+                };
+                let mut call = std::pin::pin!(call);
+                loop {
+                    tokio::select! {
+                        r = &mut call => break r,
+                        Some(text) = delta_rx.recv(), if streaming => {
+                            self.show_deltas(step, &mut deltas, text, &mut delta_rx);
+                        }
+                        why = self.interrupt.wait() => return Ok(ModelOutcome::Interrupted(why)),
+                    }
                 }
             };
             // What streamed before the call returned comes before the
@@ -216,6 +221,13 @@ impl Run<'_> {
             let error = match result {
                 Ok(response) => {
                     self.record_response(step, &response)?;
+                    // The normalizer's part of the history goes back to it,
+                    // without the snapshot (see `GrowingNormalizer`).
+                    let mut history = request.history;
+                    if let Some(at) = snapshot_at {
+                        history.remove(at);
+                    }
+                    self.normalizer.give_back(history);
                     return Ok(ModelOutcome::Response(response));
                 }
                 Err(e) => e,

@@ -62,6 +62,9 @@ pub(super) struct Run<'a> {
     pub(super) item_caches: Vec<ItemCache>,
     /// The same for `cfg.prior_history`.
     pub(super) prior_caches: Vec<ItemCache>,
+    /// The request forms of `prior_caches` then `item_caches`, kept in step:
+    /// an uncompacted request's history is this, borrowed, not rebuilt.
+    pub(super) request_forms: Vec<Arc<TranscriptItem>>,
     /// The prefix hash and what it was computed for.
     pub(super) prefix_cache: Option<(PrefixKey, String)>,
     /// This run's budgets: from the model's context window when known.
@@ -220,8 +223,11 @@ impl<'a> Run<'a> {
         }
         let internal_registry =
             Arc::new(ToolRegistry::new(internal).expect("uniquely named internal tools"));
-        let item_caches = items.iter().map(item_cache).collect();
-        let prior_caches = cfg.prior_history.iter().map(item_cache).collect();
+        let item_caches: Vec<ItemCache> = items.iter().map(item_cache).collect();
+        let prior_caches: Vec<ItemCache> = cfg.prior_history.iter().map(item_cache).collect();
+        let request_forms = (prior_caches.iter().chain(&item_caches))
+            .map(|c| Arc::clone(&c.request_form))
+            .collect();
         let compaction = CompactionBudget::new(
             cfg.context_window,
             &cfg.compaction,
@@ -239,6 +245,7 @@ impl<'a> Run<'a> {
             items,
             item_caches,
             prior_caches,
+            request_forms,
             prefix_cache: None,
             compaction,
             cache_key: cache_key(&cfg.session_id),
@@ -1002,7 +1009,9 @@ impl<'a> Run<'a> {
 
     /// Keep a logged item, with its cache (the two stay index for index).
     fn remember(&mut self, item: TranscriptItem) {
-        self.item_caches.push(item_cache(&item));
+        let cache = item_cache(&item);
+        self.request_forms.push(Arc::clone(&cache.request_form));
+        self.item_caches.push(cache);
         if matches!(item, TranscriptItem::Compaction { .. }) {
             self.compaction_at = Some(self.items.len());
         }

@@ -179,12 +179,23 @@ fn scan<'a, T: Borrow<TranscriptItem> + 'a, O>(
 /// last open call block) is carried over while the history still begins
 /// with the same items, so a step normalizes only what is new, not the
 /// whole run again.
+///
+/// The final part is lent to the request rather than copied: a request
+/// whose history [`GrowingNormalizer::give_back`] returns costs no
+/// reference counting per item, neither to build nor to drop.
 #[derive(Debug, Default)]
 pub struct GrowingNormalizer {
     /// The inputs whose normalization is final (held: the same allocations
     /// are the same items).
     inputs: Vec<Arc<TranscriptItem>>,
     done: Normalized<Arc<TranscriptItem>>,
+    /// While `done.items` is lent out: how many of the request's items are
+    /// final.
+    lent: Option<usize>,
+    /// The items of the final part made here (synthetic results), held so
+    /// that, like the run's own items, a request is never their only holder:
+    /// providers keep no JSON of an item only one request holds.
+    made: Vec<Arc<TranscriptItem>>,
     /// Call ids among `inputs`.
     calls: HashSet<String>,
     /// Call ids the last request added past `inputs`, taken back before
@@ -211,7 +222,8 @@ impl GrowingNormalizer {
                 .iter()
                 .zip(items)
                 .all(|(a, b)| Arc::ptr_eq(a, b));
-        if !continues {
+        // Lent and never given back: the final part is gone; start over.
+        if !continues || self.lent.is_some() {
             *self = Self::default();
         }
         for id in self.tentative.drain(..) {
@@ -219,9 +231,11 @@ impl GrowingNormalizer {
         }
         let from = self.inputs.len();
         let mut out = Normalized {
-            items: self.done.items.clone(),
+            items: std::mem::take(&mut self.done.items),
             notes: self.done.notes.clone(),
         };
+        let was_settled = out.items.len();
+        let mut settled_items = was_settled;
         let mut added: Vec<(usize, String)> = Vec::new();
         let calls = &mut self.calls;
         let resume = scan(
@@ -243,13 +257,19 @@ impl GrowingNormalizer {
         let settled = resume.map_or(from, |r| r.input);
         if let Some(r) = resume.filter(|r| r.input > from) {
             self.inputs.extend(items[from..r.input].iter().cloned());
-            self.done
-                .items
-                .extend(out.items[self.done.items.len()..r.items].iter().cloned());
+            settled_items = r.items;
             self.done
                 .notes
                 .extend(out.notes[self.done.notes.len()..r.notes].iter().cloned());
         }
+        // Inputs are held by the caller too; what only `out` holds was made here.
+        self.made.extend(
+            out.items[was_settled..settled_items]
+                .iter()
+                .filter(|item| Arc::strong_count(item) == 1)
+                .cloned(),
+        );
+        self.lent = Some(settled_items);
         self.tentative = added
             .into_iter()
             .filter(|(at, _)| *at >= settled)
@@ -257,7 +277,21 @@ impl GrowingNormalizer {
             .collect();
         out
     }
+
+    /// Take back the items the last [`GrowingNormalizer::normalize`] lent,
+    /// as it returned them (anything added must be removed first). Not
+    /// giving them back is safe: the next call normalizes from scratch.
+    pub fn give_back(&mut self, mut items: Vec<Arc<TranscriptItem>>) {
+        match self.lent.take() {
+            Some(settled) if items.len() >= settled => {
+                items.truncate(settled);
+                self.done.items = items;
+            }
+            _ => *self = Self::default(),
+        }
+    }
 }
+
 /// A copy of `item`; a result's copy leaves its receipt out (the form a
 /// request carries it in).
 pub fn without_receipt(item: &TranscriptItem) -> TranscriptItem {
@@ -515,6 +549,7 @@ mod tests {
             // The call's result is not in yet: an interrupted one stands in.
             let open = growing.normalize(&items);
             assert_eq!(open.items, normalize_shared(&items).items);
+            growing.give_back(open.items);
             items.push(Arc::new(result(&id)));
             items.push(Arc::new(assistant("next")));
             let n = growing.normalize(&items);
@@ -522,14 +557,38 @@ mod tests {
             // Everything before the last message is settled, and the
             // settled outputs are the same allocations as the request's.
             assert_eq!(growing.inputs.len(), items.len() - 1);
+            let request = n.items.clone();
+            growing.give_back(n.items);
+            assert_eq!(growing.done.items.len(), request.len() - 1);
             assert!(growing
                 .done
                 .items
                 .iter()
-                .zip(&n.items)
+                .zip(&request)
                 .all(|(a, b)| Arc::ptr_eq(a, b)));
+            // A request that was not given back costs a fresh start, not a
+            // wrong history.
+            if round % 7 == 3 {
+                let lost = growing.normalize(&items);
+                assert_eq!(lost.items, normalize_shared(&items).items);
+            }
         }
         assert!(growing.tentative.is_empty());
+        // A result made here for an unanswered call, once final, is held by
+        // the normalizer as well as the request (providers keep the JSON of
+        // shared items only).
+        let mut open = vec![Arc::new(call("lost")), Arc::new(assistant("moved on"))];
+        open.extend([
+            Arc::new(call("c")),
+            Arc::new(result("c")),
+            Arc::new(assistant("done")),
+        ]);
+        let mut fresh = GrowingNormalizer::default();
+        let n = fresh.normalize(&open);
+        assert_eq!(n.items, normalize_shared(&open).items);
+        let made = &n.items[1];
+        assert!(matches!(&**made, TranscriptItem::ToolResult { call_id, .. } if call_id == "lost"));
+        assert_eq!(Arc::strong_count(made), 2);
         // A repeated id after the settled part is still a repeat.
         items.push(Arc::new(call("c3")));
         let n = growing.normalize(&items);
