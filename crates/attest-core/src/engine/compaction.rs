@@ -14,7 +14,6 @@ use attest_protocol::{
     AssistantPhase, CacheResetPoint, CacheResetReason, HarnessMessageKind, LogEntry, ToolSpec,
     TranscriptItem,
 };
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
@@ -165,6 +164,17 @@ pub(super) fn item_cache(item: &TranscriptItem) -> ItemCache {
     }
 }
 
+/// Sizes of the history a request carries ([`Run::build_request_history`]),
+/// kept as it grows.
+#[derive(Debug, Default)]
+pub(super) struct HistorySize {
+    /// Bytes, as [`ItemCache::bytes`] measures its items.
+    pub(super) bytes: usize,
+    /// Tokens, once counted: the total and how many of the run's items it
+    /// has seen.
+    tokens: Option<(usize, usize)>,
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct ItemCache {
     pub(super) bytes: usize,
@@ -222,10 +232,14 @@ impl Run<'_> {
     }
 
     /// What requests are built from: earlier turns and this run's items, or
-    /// after a compaction, its summary and the items it did not cover.
-    /// Each item in its shared request form; without a compaction, the
-    /// run's own list of them (nothing is copied).
-    pub(super) fn request_history(&self) -> Cow<'_, [Arc<TranscriptItem>]> {
+    /// after a compaction, its summary and the items it did not cover; each
+    /// item in its shared request form. Built when the run starts and at a
+    /// compaction; in between the run grows it item by item
+    /// (`Run::request_forms`), so a step copies nothing.
+    pub(super) fn build_request_history(&self) -> Vec<Arc<TranscriptItem>> {
+        let forms = |caches: &[ItemCache]| -> Vec<Arc<TranscriptItem>> {
+            caches.iter().map(|c| Arc::clone(&c.request_form)).collect()
+        };
         match self.latest_compaction() {
             Some((index, covers, summary)) => {
                 let summary = match self.item_caches.get(index) {
@@ -242,19 +256,47 @@ impl Run<'_> {
                         .filter(|c| !matches!(*c.request_form, TranscriptItem::Compaction { .. }))
                         .map(|c| Arc::clone(&c.request_form)),
                 );
-                Cow::Owned(out)
+                out
             }
-            None => Cow::Borrowed(&self.request_forms),
+            None => {
+                let mut out = forms(&self.prior_caches);
+                out.extend(forms(&self.item_caches));
+                out
+            }
         }
     }
 
-    /// Tokens of [`Run::request_history`], from per-item counts each taken
-    /// at most once (never re-tokenizing the history).
-    pub(super) fn request_history_tokens(&self) -> usize {
-        self.request_history_sum(|size, item| size.tokens(item))
+    /// Rebuild the kept request history and its sizes from the run's items
+    /// (when the run starts and at a compaction).
+    pub(super) fn reset_request_history(&mut self) {
+        self.request_forms = self.build_request_history();
+        self.history_size = HistorySize {
+            bytes: self.request_history_sum(|size, _| size.bytes),
+            tokens: None,
+        };
     }
 
-    /// `measure` summed over the items [`Run::request_history`] is built
+    /// Tokens of [`Run::build_request_history`], from per-item counts each
+    /// taken at most once, summed once: later calls add the items logged
+    /// since (a step never visits the whole history).
+    pub(super) fn request_history_tokens(&mut self) -> usize {
+        let len = self.items.len();
+        let total = match self.history_size.tokens {
+            None => self.request_history_sum(|size, item| size.tokens(item)),
+            Some((total, counted)) => {
+                total
+                    + (counted..len)
+                        .filter(|&i| !matches!(self.items[i], TranscriptItem::Compaction { .. }))
+                        .map(|i| self.item_caches[i].tokens(&self.items[i]))
+                        .sum::<usize>()
+            }
+        };
+        self.history_size.tokens = Some((total, len));
+        debug_assert_eq!(total, self.request_history_sum(|s, i| s.tokens(i)));
+        total
+    }
+
+    /// `measure` summed over the items [`Run::build_request_history`] is built
     /// from (a compaction item stands for its summary).
     fn request_history_sum(&self, measure: impl Fn(&ItemCache, &TranscriptItem) -> usize) -> usize {
         let of = |i: usize| measure(&self.item_caches[i], &self.items[i]);
@@ -325,9 +367,11 @@ impl Run<'_> {
     pub(super) fn maybe_compact(&mut self, step: u32, force: bool) -> Result<bool, EngineError> {
         // Bytes bound tokens from above: a history whose bytes fit the
         // smallest budget the prefix could leave needs no tokenizing.
-        if !force
-            && self.request_history_sum(|size, _| size.bytes)
-                <= self.compaction.lower_bound().history_budget_tokens
+        debug_assert_eq!(
+            self.history_size.bytes,
+            self.request_history_sum(|size, _| size.bytes)
+        );
+        if !force && self.history_size.bytes <= self.compaction.lower_bound().history_budget_tokens
         {
             return Ok(false);
         }

@@ -74,9 +74,12 @@ impl Run<'_> {
                 })?;
             }
         }
-        let mut normalizer = std::mem::take(&mut self.normalizer);
-        let mut normalized = normalizer.normalize(&self.request_history());
-        self.normalizer = normalizer;
+        debug_assert!(
+            (self.request_forms.iter().map(Arc::as_ptr))
+                .eq(self.build_request_history().iter().map(Arc::as_ptr)),
+            "the kept request history drifted from the run's items"
+        );
+        let mut normalized = self.normalizer.normalize(&self.request_forms);
         // The state snapshot goes last and is never logged (SPEC E3).
         let tail = self
             .state

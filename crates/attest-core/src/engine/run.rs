@@ -1,7 +1,7 @@
 //! The loop of one run and its terminal decision.
 
 use super::calls::CallsOutcome;
-use super::compaction::{item_cache, CompactionBudget, ItemCache};
+use super::compaction::{item_cache, CompactionBudget, HistorySize, ItemCache};
 use super::history_tool::{history_spec, Archive, HistoryTool};
 use super::model::{Interrupt, Interrupter, ModelOutcome};
 use super::tool_search::{tool_search_spec, Activated, ToolSearchTool, TOOL_SEARCH};
@@ -62,9 +62,12 @@ pub(super) struct Run<'a> {
     pub(super) item_caches: Vec<ItemCache>,
     /// The same for `cfg.prior_history`.
     pub(super) prior_caches: Vec<ItemCache>,
-    /// The request forms of `prior_caches` then `item_caches`, kept in step:
-    /// an uncompacted request's history is this, borrowed, not rebuilt.
+    /// The history the next request carries, in its items' request forms
+    /// (see [`Run::build_request_history`]): grown by each item logged,
+    /// rebuilt only at a compaction.
     pub(super) request_forms: Vec<Arc<TranscriptItem>>,
+    /// Sizes of that history, kept the same way.
+    pub(super) history_size: HistorySize,
     /// The prefix hash and what it was computed for.
     pub(super) prefix_cache: Option<(PrefixKey, String)>,
     /// This run's budgets: from the model's context window when known.
@@ -223,18 +226,15 @@ impl<'a> Run<'a> {
         }
         let internal_registry =
             Arc::new(ToolRegistry::new(internal).expect("uniquely named internal tools"));
-        let item_caches: Vec<ItemCache> = items.iter().map(item_cache).collect();
-        let prior_caches: Vec<ItemCache> = cfg.prior_history.iter().map(item_cache).collect();
-        let request_forms = (prior_caches.iter().chain(&item_caches))
-            .map(|c| Arc::clone(&c.request_form))
-            .collect();
+        let item_caches = items.iter().map(item_cache).collect();
+        let prior_caches = cfg.prior_history.iter().map(item_cache).collect();
         let compaction = CompactionBudget::new(
             cfg.context_window,
             &cfg.compaction,
             cfg.max_tokens as usize,
             system.len() + serde_json::to_vec(&tools).map_or(0, |json| json.len()),
         );
-        Run {
+        let mut run = Run {
             engine,
             cfg,
             log,
@@ -245,7 +245,8 @@ impl<'a> Run<'a> {
             items,
             item_caches,
             prior_caches,
-            request_forms,
+            request_forms: Vec::new(),
+            history_size: HistorySize::default(),
             prefix_cache: None,
             compaction,
             cache_key: cache_key(&cfg.session_id),
@@ -278,7 +279,9 @@ impl<'a> Run<'a> {
             redactor: cfg.redactor.clone(),
             continued,
             partial_answer: None,
-        }
+        };
+        run.reset_request_history();
+        run
     }
 
     pub(super) async fn drive(mut self, start: Start<'_>) -> Result<RunOutcome, EngineError> {
@@ -1010,12 +1013,19 @@ impl<'a> Run<'a> {
     /// Keep a logged item, with its cache (the two stay index for index).
     fn remember(&mut self, item: TranscriptItem) {
         let cache = item_cache(&item);
-        self.request_forms.push(Arc::clone(&cache.request_form));
+        let form = Arc::clone(&cache.request_form);
         self.item_caches.push(cache);
-        if matches!(item, TranscriptItem::Compaction { .. }) {
+        let compaction = matches!(item, TranscriptItem::Compaction { .. });
+        if compaction {
             self.compaction_at = Some(self.items.len());
         }
         self.items.push(item);
+        if compaction {
+            self.reset_request_history();
+        } else {
+            self.history_size.bytes += self.item_caches[self.items.len() - 1].bytes;
+            self.request_forms.push(form);
+        }
     }
 
     pub(super) fn trace(&mut self, mut trace: TraceRecord) -> Result<(), EngineError> {
