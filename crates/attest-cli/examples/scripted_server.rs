@@ -108,7 +108,7 @@ async fn main() {
         wire,
         stream: stream == "1",
     };
-    let model = MockModel::start(variant, turns).await;
+    let model = MockModel::start_lean(variant, turns).await;
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let front = listener.local_addr().expect("address").to_string();
     let upstream = model.server.address().to_string();

@@ -154,6 +154,9 @@ struct ScriptedResponder {
     choose: Option<Chooser>,
     recorded: Arc<Mutex<Recorded>>,
     cache: Mutex<prompt_cache::PromptCache>,
+    /// Whether request bodies are kept for `requests()` (a benchmark's
+    /// server keeps none: a long run's bodies come to hundreds of MB).
+    keep_bodies: bool,
 }
 
 impl Respond for ScriptedResponder {
@@ -193,7 +196,9 @@ impl ScriptedResponder {
             Wire::Anthropic => validate::anthropic_request(&body, self.variant.stream),
         };
         let usage = self.cache.lock().unwrap().serve(self.variant.wire, &body);
-        rec.requests.push(body);
+        if self.keep_bodies || self.choose.is_some() {
+            rec.requests.push(body);
+        }
         if let Err(v) = check {
             rec.violations.push(v.clone());
             return ResponseTemplate::new(400).set_body_json(json!({"error": {"message": v}}));
@@ -228,7 +233,14 @@ pub struct MockModel {
 
 impl MockModel {
     pub async fn start(variant: Variant, turns: Vec<Turn>) -> MockModel {
-        Self::start_inner(variant, turns, None).await
+        Self::start_inner(variant, turns, None, true).await
+    }
+
+    /// [`MockModel::start`] keeping no request bodies (`requests()` stays
+    /// empty): for benchmarks, where the server shares the machine with
+    /// the harness it measures.
+    pub async fn start_lean(variant: Variant, turns: Vec<Turn>) -> MockModel {
+        Self::start_inner(variant, turns, None, false).await
     }
 
     /// A model that answers each request with the turn `choose` picks from
@@ -237,11 +249,23 @@ impl MockModel {
         variant: Variant,
         choose: impl Fn(&Value) -> Turn + Send + Sync + 'static,
     ) -> MockModel {
-        Self::start_inner(variant, Vec::new(), Some(Arc::new(choose))).await
+        Self::start_inner(variant, Vec::new(), Some(Arc::new(choose)), true).await
     }
 
-    async fn start_inner(variant: Variant, turns: Vec<Turn>, choose: Option<Chooser>) -> MockModel {
-        let server = MockServer::start().await;
+    async fn start_inner(
+        variant: Variant,
+        turns: Vec<Turn>,
+        choose: Option<Chooser>,
+        keep_bodies: bool,
+    ) -> MockModel {
+        let server = if keep_bodies {
+            MockServer::start().await
+        } else {
+            MockServer::builder()
+                .disable_request_recording()
+                .start()
+                .await
+        };
         let recorded = Arc::new(Mutex::new(Recorded::default()));
         Mock::given(method("POST"))
             .respond_with(ScriptedResponder {
@@ -250,6 +274,7 @@ impl MockModel {
                 choose,
                 recorded: Arc::clone(&recorded),
                 cache: Default::default(),
+                keep_bodies,
             })
             .mount(&server)
             .await;
