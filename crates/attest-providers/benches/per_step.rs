@@ -86,10 +86,10 @@ fn request(history: Vec<TranscriptItem>) -> ModelRequest {
 fn bench_build(c: &mut Criterion) {
     let mut group = c.benchmark_group("normalize_and_build");
     type Whole = fn(&ModelRequest, &str) -> String;
-    type Kept = fn(&ModelRequest, &str, &mut Fragments) -> String;
+    type Kept = fn(&ModelRequest, &str, &mut Fragments) -> attest_providers::fragments::KeptBody;
     let wires: [(&str, Whole, Kept); 2] = [
-        ("openai", openai::body_json, openai::body_json_kept),
-        ("anthropic", anthropic::body_json, anthropic::body_json_kept),
+        ("openai", openai::body_json, openai::body_kept),
+        ("anthropic", anthropic::body_json, anthropic::body_kept),
     ];
     for n in [10, 100, 500, 5_000] {
         let shared = shared_history(transcript(n));

@@ -1,6 +1,6 @@
 //! Anthropic Messages wire format (`POST /v1/messages`).
 
-use crate::fragments::{messages_start, splice, Fragments, KeptJson, KeptPrefix, Piece};
+use crate::fragments::{messages_start, Fragments, KeptBody, KeptJson, KeptPrefix, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, ReceiptStatus, TranscriptItem, Usage};
@@ -38,6 +38,11 @@ pub fn body_json(req: &ModelRequest, model: &str) -> String {
 /// The run's leading messages are kept whole: a request that begins with
 /// their items builds only the messages after them.
 pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> String {
+    body_kept(req, model, kept).to_json()
+}
+
+/// [`body_json_kept`] in pieces, the kept messages shared (what is sent).
+pub fn body_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> KeptBody {
     let mut prefix = kept.take_prefix(&req.history);
     let turns = match turns_after(req, &prefix) {
         Some(turns) => turns,
@@ -56,18 +61,18 @@ pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> 
         .collect();
     let messages = messages(turns, &json);
     let written = serde_json::to_string(&body(req, model, messages)).unwrap_or_default();
-    let spliced =
-        messages_start(&written).and_then(|at| Some((at, splice(&written, at, prefix.json())?)));
+    let spliced = messages_start(&written).filter(|&at| prefix.fits_at(&written, at));
     // Never reached (a kept prefix is followed by its boundary item's
     // message); a body without its prefix is never sent.
-    let Some((at, out)) = spliced else {
-        return body_json(req, model);
+    let Some(at) = spliced else {
+        return body_json(req, model).into();
     };
+    let runs = prefix.runs();
     if let Some((cut, count)) = cut {
-        prefix.extend_from_body(&req.history, cut, &out, at, count);
+        prefix.extend_from_body(&req.history, cut, &written, at, count);
     }
     kept.put_prefix(&req.history, prefix);
-    out
+    KeptBody::spliced(written, at, runs)
 }
 
 /// Where the kept prefix can grow to after this request: the item that

@@ -12,12 +12,16 @@
 //!
 //! Copying every piece still costs a look-up per piece, so a run's leading
 //! messages are also kept whole (`KeptPrefix`): a request that starts
-//! with their items writes them as one copied string and builds only the
-//! messages after them, and a step's cost stops growing with the run.
+//! with their items builds only the messages after them, and the body
+//! ([`KeptBody`]) holds the kept messages by reference instead of copying
+//! them: a long run's body is hundreds of kilobytes, and copying it every
+//! step grew the step's cost (and evicted the rest of the step's data from
+//! the CPU's caches).
 //!
 //! [`ModelRequest::history`]: crate::ModelRequest::history
 
 use attest_protocol::TranscriptItem;
+use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
@@ -45,8 +49,12 @@ pub(crate) struct KeptPrefix {
     /// The items the messages are made from, then the item that begins the
     /// message after them: messages end where the next one begins.
     items: Vec<Weak<TranscriptItem>>,
-    /// The messages' JSON, comma-separated, without brackets.
-    json: String,
+    /// The messages' JSON in runs of comma-separated messages, oldest
+    /// first, each run shorter than the one before it: a new run swallows
+    /// the runs before it that are no longer (a binary counter), so there
+    /// are few runs, bodies share them, and a byte is copied only when
+    /// its run doubles.
+    runs: Vec<Bytes>,
     /// The tool call ids among the items.
     call_ids: HashSet<String>,
 }
@@ -57,8 +65,32 @@ impl KeptPrefix {
         self.items.len().saturating_sub(1)
     }
 
-    pub(crate) fn json(&self) -> &str {
-        &self.json
+    /// Whether the messages can go in at byte `at` of `written`: where a
+    /// message begins (or there are none).
+    pub(crate) fn fits_at(&self, written: &str, at: usize) -> bool {
+        self.runs.is_empty() || written.as_bytes().get(at) == Some(&b'{')
+    }
+
+    /// The messages' JSON as the runs bodies share.
+    pub(crate) fn runs(&self) -> Vec<Bytes> {
+        self.runs.clone()
+    }
+
+    /// Appends messages' JSON (comma-separated) as the newest run.
+    fn push_run(&mut self, json: &str) {
+        let mut run = Bytes::copy_from_slice(json.as_bytes());
+        while let Some(last) = self.runs.last() {
+            if last.len() > run.len() {
+                break;
+            }
+            let mut joined = Vec::with_capacity(last.len() + 1 + run.len());
+            joined.extend_from_slice(last);
+            joined.push(b',');
+            joined.extend_from_slice(&run);
+            self.runs.pop();
+            run = Bytes::from(joined);
+        }
+        self.runs.push(run);
     }
 
     /// Whether `call_id` is the id of a call among the prefix's items.
@@ -67,24 +99,24 @@ impl KeptPrefix {
     }
 
     /// Moves the prefix on to `history[..cut]`, which begins with its
-    /// items, taking the JSON of the messages it grows by from `body`, the
-    /// request just written: the prefix was spliced in at byte `at`, and
-    /// `count` messages after it are made from `history[self.covers()..cut]`.
+    /// items, taking the JSON of the messages it grows by from `written`,
+    /// the request just written without the prefix: the prefix goes in at
+    /// byte `at`, and the `count` messages from there are made from
+    /// `history[self.covers()..cut]`.
     pub(crate) fn extend_from_body(
         &mut self,
         history: &[Arc<TranscriptItem>],
         cut: usize,
-        body: &str,
+        written: &str,
         at: usize,
         count: usize,
     ) {
         let from = self.covers();
-        let start = if self.json.is_empty() {
-            at
-        } else {
-            at + self.json.len() + 1
-        };
-        let Some(len) = body.get(start..).and_then(|rest| message_ends(rest, count)) else {
+        let start = at;
+        let Some(len) = written
+            .get(start..)
+            .and_then(|rest| message_ends(rest, count))
+        else {
             return;
         };
         if cut <= from {
@@ -98,10 +130,7 @@ impl KeptPrefix {
                 self.call_ids.insert(call_id.clone());
             }
         }
-        if !self.json.is_empty() {
-            self.json.push(',');
-        }
-        self.json.push_str(&body[start..start + len]);
+        self.push_run(&written[start..start + len]);
     }
 
     /// Whether `history` begins with the prefix's items and the item after
@@ -116,21 +145,86 @@ impl KeptPrefix {
     }
 }
 
-/// `body` with `prefix` and a comma inserted at byte `at`, where the
-/// messages after the prefix begin; `None` where no message begins there.
-pub(crate) fn splice(body: &str, at: usize, prefix: &str) -> Option<String> {
-    if prefix.is_empty() {
-        return Some(body.to_string());
+/// A request body in pieces: the kept messages are shared, not copied
+/// (see the module documentation). Sent as one body of a known length
+/// (an [`http_body::Body`] whose frames are the pieces).
+#[derive(Debug, Clone, Default)]
+pub struct KeptBody {
+    /// In order; a frame once sent is left empty.
+    parts: Vec<Bytes>,
+    /// How many parts were sent.
+    sent: usize,
+}
+
+impl KeptBody {
+    /// `written` with the kept messages `runs` (see [`KeptPrefix::runs`])
+    /// and a comma each inserted at byte `at`, where the messages after
+    /// them begin ([`KeptPrefix::fits_at`]).
+    pub(crate) fn spliced(written: String, at: usize, runs: Vec<Bytes>) -> KeptBody {
+        let written = Bytes::from(written);
+        let mut parts = Vec::with_capacity(2 * runs.len() + 2);
+        parts.push(written.slice(..at));
+        for run in runs {
+            parts.push(run);
+            parts.push(Bytes::from_static(b","));
+        }
+        parts.push(written.slice(at..));
+        KeptBody { parts, sent: 0 }
     }
-    if !body.get(at..).is_some_and(|rest| rest.starts_with('{')) {
-        return None;
+
+    /// Bytes in all.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(Bytes::len).sum()
     }
-    let mut out = String::with_capacity(body.len() + prefix.len() + 1);
-    out.push_str(&body[..at]);
-    out.push_str(prefix);
-    out.push(',');
-    out.push_str(&body[at..]);
-    Some(out)
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The pieces, in order.
+    pub fn into_parts(self) -> Vec<Bytes> {
+        self.parts
+    }
+
+    /// The whole body as one string (tests, logs).
+    pub fn to_json(&self) -> String {
+        let bytes: Vec<u8> = self.parts.concat();
+        String::from_utf8(bytes).unwrap_or_default()
+    }
+}
+
+impl From<String> for KeptBody {
+    fn from(body: String) -> Self {
+        KeptBody {
+            parts: vec![Bytes::from(body)],
+            sent: 0,
+        }
+    }
+}
+
+impl http_body::Body for KeptBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let at = self.sent;
+        let Some(part) = self.parts.get_mut(at).map(std::mem::take) else {
+            return std::task::Poll::Ready(None);
+        };
+        self.sent += 1;
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(part))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.sent >= self.parts.len()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.len() as u64)
+    }
 }
 
 /// Where a body's messages begin: `max_tokens`, a number, is the only

@@ -2,7 +2,7 @@
 //! wire format. The API key never appears in errors or `Debug` output.
 
 use crate::content_calls::{self, ContentToolCalls};
-use crate::fragments::Fragments;
+use crate::fragments::{Fragments, KeptBody};
 use crate::responses::{self, ResponsesOptions};
 use crate::{
     anthropic, openai, sse, wire, ModelProvider, ModelRequest, ModelResponse, ProviderError,
@@ -221,10 +221,10 @@ impl HttpProvider {
         };
         // A poisoned lock still holds valid pieces (each is whole).
         let kept = || self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        let body = match self.cfg.wire {
-            WireFormat::OpenAiChat => openai::body_json_kept(request, &self.cfg.model, &mut kept()),
+        let body: KeptBody = match self.cfg.wire {
+            WireFormat::OpenAiChat => openai::body_kept(request, &self.cfg.model, &mut kept()),
             WireFormat::AnthropicMessages => {
-                anthropic::body_json_kept(request, &self.cfg.model, &mut kept())
+                anthropic::body_kept(request, &self.cfg.model, &mut kept())
             }
             WireFormat::OpenAiResponses => responses::build_body(
                 request,
@@ -233,13 +233,15 @@ impl HttpProvider {
                     encrypted_reasoning: self.cfg.encrypted_reasoning,
                 },
             )
-            .to_string(),
+            .to_string()
+            .into(),
         };
         let resp = self
             .client
             .post(&self.endpoint)
             .headers(self.headers.clone())
-            .body(body)
+            // Frames of a known total length: one body, not chunked.
+            .body(reqwest::Body::wrap(body))
             .send()
             .await
             .map_err(|e| ProviderError::Transport(self.redact(error_chain(&e))))?;

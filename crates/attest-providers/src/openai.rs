@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions wire format (also spoken by DeepSeek, Qwen, vLLM,
 //! Ollama and most "OpenAI-compatible" servers).
 
-use crate::fragments::{message_ends, messages_start, splice, Fragments, KeptJson, Piece};
+use crate::fragments::{message_ends, messages_start, Fragments, KeptBody, KeptJson, Piece};
 use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, TranscriptItem, Usage};
@@ -30,6 +30,11 @@ pub fn body_json(req: &ModelRequest, model: &str) -> String {
 /// see [`Fragments`]). The run's leading messages are kept whole: a request
 /// that begins with their items builds only the messages after them.
 pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> String {
+    body_kept(req, model, kept).to_json()
+}
+
+/// [`body_json_kept`] in pieces, the kept messages shared (what is sent).
+pub fn body_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> KeptBody {
     let mut prefix = kept.take_prefix(&req.history);
     let start = prefix.covers();
     let messages = messages_from(&req.history, start);
@@ -44,17 +49,18 @@ pub fn body_json_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> 
     // The system message comes first, then the kept ones.
     let spliced = messages_start(&written)
         .and_then(|at| Some(at + message_ends(&written[at..], 1)? + 1))
-        .and_then(|at| Some((at, splice(&written, at, prefix.json())?)));
+        .filter(|&at| prefix.fits_at(&written, at));
     // Never reached (a kept prefix is followed by its boundary item's
     // message); a body without its prefix is never sent.
-    let Some((at, out)) = spliced else {
-        return body_json(req, model);
+    let Some(at) = spliced else {
+        return body_json(req, model).into();
     };
+    let runs = prefix.runs();
     if let Some((cut, count)) = cut {
-        prefix.extend_from_body(&req.history, cut, &out, at, count);
+        prefix.extend_from_body(&req.history, cut, &written, at, count);
     }
     kept.put_prefix(&req.history, prefix);
-    out
+    KeptBody::spliced(written, at, runs)
 }
 
 /// Where the kept prefix can grow to after this request: the item that

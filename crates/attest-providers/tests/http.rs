@@ -327,3 +327,58 @@ fn bad_header_is_a_configuration_error() {
     .unwrap_err();
     assert_no_key(&e);
 }
+
+/// A run's later requests carry their kept messages as shared pieces; on
+/// the wire each is still one body of a declared length, byte for byte the
+/// body written whole.
+#[tokio::test]
+async fn a_request_built_from_kept_pieces_goes_out_whole_with_its_length() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_ok()))
+        .mount(&server)
+        .await;
+    let p = provider(
+        WireFormat::OpenAiChat,
+        format!("{}/v1/", server.uri()),
+        None,
+    );
+    let mut items = vec![TranscriptItem::UserInput {
+        text: "read them".into(),
+    }];
+    let mut history = attest_providers::shared_history(items.clone());
+    for i in 0..40 {
+        items = vec![
+            TranscriptItem::ToolCall {
+                call_id: format!("c{i}"),
+                name: "read_file".into(),
+                arguments: format!(r#"{{"path":"f{i}"}}"#),
+            },
+            TranscriptItem::ToolResult {
+                call_id: format!("c{i}"),
+                name: "read_file".into(),
+                status: attest_protocol::ReceiptStatus::Ok,
+                output: format!("port = {i}"),
+                receipt: None,
+            },
+        ];
+        history.extend(attest_providers::shared_history(items.clone()));
+        let req = ModelRequest {
+            history: history.clone(),
+            ..request(false)
+        };
+        p.complete(&req).await.unwrap();
+        let received = server.received_requests().await.unwrap();
+        let last = received.last().unwrap();
+        let whole = attest_providers::openai::body_json(&req, "m");
+        assert_eq!(String::from_utf8_lossy(&last.body), whole, "request {i}");
+        assert_eq!(
+            last.headers
+                .get("content-length")
+                .and_then(|v| v.to_str().ok()),
+            Some(whole.len().to_string().as_str()),
+            "request {i}"
+        );
+        assert!(last.headers.get("transfer-encoding").is_none());
+    }
+}

@@ -305,3 +305,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_long_run_s_body_shares_its_kept_messages_in_few_pieces() {
+    type Parts = fn(&ModelRequest, &str, &mut Fragments) -> attest_providers::fragments::KeptBody;
+    let wires: [(Whole, Parts); 2] = [
+        (openai::body_json, openai::body_kept),
+        (anthropic::body_json, anthropic::body_kept),
+    ];
+    for (whole, parts) in wires {
+        let mut kept = Fragments::default();
+        let mut previous: Vec<(usize, usize)> = Vec::new();
+        let (mut sent, mut fresh) = (0usize, 0usize);
+        for (step, history) in steps(200).into_iter().enumerate() {
+            let req = request(history, None);
+            let body = parts(&req, "m", &mut kept);
+            assert_eq!(body.to_json(), whole(&req, "m"), "step {step}");
+            sent += body.len();
+            let pieces = body.into_parts();
+            // Few pieces: the kept runs halve in size from oldest to newest.
+            assert!(pieces.len() <= 24, "step {step}: {} pieces", pieces.len());
+            let at = |p: &bytes::Bytes| (p.as_ptr() as usize, p.len());
+            // Bytes of kept runs the request before did not already hold.
+            let runs = &pieces[1..pieces.len() - 1];
+            fresh += (runs.iter())
+                .filter(|p| p.len() > 1 && !previous.contains(&at(p)))
+                .map(|p| p.len())
+                .sum::<usize>();
+            previous = runs.iter().map(at).collect();
+        }
+        // Copying the kept messages into every body would make this about
+        // the whole of what was sent.
+        assert!(fresh * 10 < sent, "{fresh} of {sent} bytes copied anew");
+    }
+}
