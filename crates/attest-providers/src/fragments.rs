@@ -50,10 +50,10 @@ pub(crate) struct KeptPrefix {
     /// message after them: messages end where the next one begins.
     items: Vec<Weak<TranscriptItem>>,
     /// The messages' JSON in runs of comma-separated messages, oldest
-    /// first, each run shorter than the one before it: a new run swallows
-    /// the runs before it that are no longer (a binary counter), so there
-    /// are few runs, bodies share them, and a byte is copied only when
-    /// its run doubles.
+    /// first, each run more than twice the length of the next: a new run
+    /// swallows the runs before it that are not (like a binary counter's
+    /// carry), so there are O(log n) runs, bodies share them, and a byte is
+    /// copied again only when its run grows by half.
     runs: Vec<Bytes>,
     /// The tool call ids among the items.
     call_ids: HashSet<String>,
@@ -80,7 +80,7 @@ impl KeptPrefix {
     fn push_run(&mut self, json: &str) {
         let mut run = Bytes::copy_from_slice(json.as_bytes());
         while let Some(last) = self.runs.last() {
-            if last.len() > run.len() {
+            if last.len() > 2 * run.len() {
                 break;
             }
             let mut joined = Vec::with_capacity(last.len() + 1 + run.len());
@@ -385,5 +385,31 @@ impl Fragments {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// However the new messages' sizes go (growing, shrinking, equal), the
+    /// kept runs stay few, each more than twice the next, and hold the
+    /// messages in order.
+    #[test]
+    fn kept_runs_stay_logarithmic_in_the_messages_kept() {
+        let sizes: [fn(usize) -> usize; 3] = [|i| 40 + i, |i| 1040 - i, |_| 64];
+        for size in sizes {
+            let mut prefix = KeptPrefix::default();
+            let mut expected = Vec::new();
+            for i in 0..1000 {
+                let message = format!("{{\"m\":\"{}\"}}", "x".repeat(size(i)));
+                prefix.push_run(&message);
+                expected.push(message);
+            }
+            let runs = prefix.runs();
+            assert!(runs.len() <= 12, "{} runs", runs.len());
+            assert!(runs.windows(2).all(|w| w[0].len() > 2 * w[1].len()));
+            assert_eq!(runs.join(&b","[..]), expected.join(",").into_bytes());
+        }
     }
 }

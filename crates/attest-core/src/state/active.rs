@@ -7,11 +7,13 @@
 use super::tail::{Section, SECTION_COUNT};
 use attest_protocol::{AgentStateItem, StateStatus};
 use chrono::{DateTime, Utc};
+use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 
-/// An item's place in its section: ascending by update time, then id (the
-/// tail's order, reversed), then position (ids given by `add` may repeat).
-type Place = (DateTime<Utc>, String, usize);
+/// An item's place in its section: ascending by update time, then id, then
+/// position descending (ids given by `add` may repeat): reversed, the
+/// tail's order, ties in the order the items were kept.
+type Place = (DateTime<Utc>, String, Reverse<usize>);
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct ActiveIndex {
@@ -54,7 +56,7 @@ impl ActiveIndex {
 
     /// Positions of `section`'s active items, newest first.
     pub(super) fn newest(&self, section: Section) -> impl Iterator<Item = usize> + '_ {
-        self.sections[section as usize].iter().rev().map(|p| p.2)
+        self.sections[section as usize].iter().rev().map(|p| p.2 .0)
     }
 
     /// Positions of the active items with `fingerprint`, oldest first.
@@ -76,5 +78,5 @@ impl ActiveIndex {
 }
 
 fn place(at: usize, item: &AgentStateItem) -> Place {
-    (item.updated_at, item.id.clone(), at)
+    (item.updated_at, item.id.clone(), Reverse(at))
 }

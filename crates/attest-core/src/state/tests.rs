@@ -269,8 +269,9 @@ proptest::proptest! {
                 .enumerate()
                 .filter(|(_, i)| i.status == StateStatus::Active && Section::of(i) == section)
                 .collect();
-            scanned.sort_by(|(a_at, a), (b_at, b)| {
-                (b.updated_at, &b.id, b_at).cmp(&(a.updated_at, &a.id, a_at))
+            // The tail's order before the index: newest first, a stable sort.
+            scanned.sort_by(|(_, a), (_, b)| {
+                b.updated_at.cmp(&a.updated_at).then_with(|| b.id.cmp(&a.id))
             });
             let scanned: Vec<&str> = scanned.iter().map(|(_, i)| i.id.as_str()).collect();
             let indexed: Vec<&str> = state.newest_in(section).map(|i| i.id.as_str()).collect();
