@@ -236,15 +236,24 @@ impl HttpProvider {
             .to_string()
             .into(),
         };
-        let resp = self
-            .client
-            .post(&self.endpoint)
-            .headers(self.headers.clone())
-            // Frames of a known total length: one body, not chunked.
-            .body(reqwest::Body::wrap(body))
-            .send()
+        let post = |body: reqwest::Body| {
+            self.client
+                .post(&self.endpoint)
+                .headers(self.headers.clone())
+                .body(body)
+                .send()
+        };
+        let transport = |e: reqwest::Error| ProviderError::Transport(self.redact(error_chain(&e)));
+        // Frames of a known total length: one body, not chunked.
+        let mut resp = post(reqwest::Body::wrap(body.clone()))
             .await
-            .map_err(|e| ProviderError::Transport(self.redact(error_chain(&e))))?;
+            .map_err(transport)?;
+        // reqwest re-sends only a body it holds whole: a 307/308 (an
+        // endpoint that moved) comes back unfollowed; send it again whole.
+        if matches!(resp.status().as_u16(), 307 | 308) {
+            let whole = bytes::Bytes::from(body.into_parts().concat());
+            resp = post(reqwest::Body::from(whole)).await.map_err(transport)?;
+        }
         if !resp.status().is_success() {
             return Err(self.http_error(resp).await);
         }

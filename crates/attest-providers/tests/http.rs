@@ -382,3 +382,47 @@ async fn a_request_built_from_kept_pieces_goes_out_whole_with_its_length() {
         assert!(last.headers.get("transfer-encoding").is_none());
     }
 }
+
+/// An endpoint that moved (307/308) is followed with the same body, also
+/// when the body was sent in pieces.
+#[tokio::test]
+async fn a_moved_endpoint_is_followed_with_the_whole_body() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(308).insert_header(
+            "location",
+            format!("{}/moved/chat/completions", server.uri()),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/moved/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_ok()))
+        .mount(&server)
+        .await;
+    let p = provider(
+        WireFormat::OpenAiChat,
+        format!("{}/v1/", server.uri()),
+        None,
+    );
+    let history = attest_providers::shared_history((0..30).map(|i| TranscriptItem::UserInput {
+        text: format!("message {i}"),
+    }));
+    for _ in 0..2 {
+        // The second request of the run carries kept messages as pieces.
+        let req = ModelRequest {
+            history: history.clone(),
+            ..request(false)
+        };
+        let r = p.complete(&req).await.unwrap();
+        assert_eq!(r.text, "hello");
+        let received = server.received_requests().await.unwrap();
+        let moved = received.last().unwrap();
+        assert_eq!(moved.url.path(), "/moved/chat/completions");
+        assert_eq!(
+            String::from_utf8_lossy(&moved.body),
+            attest_providers::openai::body_json(&req, "m")
+        );
+    }
+}
