@@ -112,11 +112,7 @@ impl KeptPrefix {
         count: usize,
     ) {
         let from = self.covers();
-        let start = at;
-        let Some(len) = written
-            .get(start..)
-            .and_then(|rest| message_ends(rest, count))
-        else {
+        let Some(len) = written.get(at..).and_then(|rest| message_ends(rest, count)) else {
             return;
         };
         if cut <= from {
@@ -130,7 +126,7 @@ impl KeptPrefix {
                 self.call_ids.insert(call_id.clone());
             }
         }
-        self.push_run(&written[start..start + len]);
+        self.push_run(&written[at..at + len]);
     }
 
     /// Whether `history` begins with the prefix's items and the item after

@@ -283,13 +283,7 @@ impl Run<'_> {
         let len = self.items.len();
         let total = match self.history_size.tokens {
             None => self.request_history_sum(|size, item| size.tokens(item)),
-            Some((total, counted)) => {
-                total
-                    + (counted..len)
-                        .filter(|&i| !matches!(self.items[i], TranscriptItem::Compaction { .. }))
-                        .map(|i| self.item_caches[i].tokens(&self.items[i]))
-                        .sum::<usize>()
-            }
+            Some((total, counted)) => total + self.items_sum(counted, |s, i| s.tokens(i)),
         };
         self.history_size.tokens = Some((total, len));
         debug_assert_eq!(total, self.request_history_sum(|s, i| s.tokens(i)));
@@ -299,15 +293,10 @@ impl Run<'_> {
     /// `measure` summed over the items [`Run::build_request_history`] is built
     /// from (a compaction item stands for its summary).
     fn request_history_sum(&self, measure: impl Fn(&ItemCache, &TranscriptItem) -> usize) -> usize {
-        let of = |i: usize| measure(&self.item_caches[i], &self.items[i]);
         match self.latest_compaction() {
             Some((index, covers, _)) => {
-                let rest = covers.min(self.items.len());
-                of(index)
-                    + (rest..self.items.len())
-                        .filter(|&i| !matches!(self.items[i], TranscriptItem::Compaction { .. }))
-                        .map(of)
-                        .sum::<usize>()
+                measure(&self.item_caches[index], &self.items[index])
+                    + self.items_sum(covers, measure)
             }
             None => {
                 self.prior_caches
@@ -315,9 +304,22 @@ impl Run<'_> {
                     .zip(&self.cfg.prior_history)
                     .map(|(size, item)| measure(size, item))
                     .sum::<usize>()
-                    + (0..self.items.len()).map(of).sum::<usize>()
+                    + self.items_sum(0, measure)
             }
         }
+    }
+
+    /// `measure` summed over the run's items from `from` on that requests
+    /// carry (a compaction item is not one: its summary stands first).
+    fn items_sum(
+        &self,
+        from: usize,
+        measure: impl Fn(&ItemCache, &TranscriptItem) -> usize,
+    ) -> usize {
+        (from.min(self.items.len())..self.items.len())
+            .filter(|&i| !matches!(self.items[i], TranscriptItem::Compaction { .. }))
+            .map(|i| measure(&self.item_caches[i], &self.items[i]))
+            .sum()
     }
 
     /// Whether the result of `call_id` (a call of this run) is still in the

@@ -1013,7 +1013,7 @@ impl<'a> Run<'a> {
     /// Keep a logged item, with its cache (the two stay index for index).
     fn remember(&mut self, item: TranscriptItem) {
         let cache = item_cache(&item);
-        let form = Arc::clone(&cache.request_form);
+        let (form, bytes) = (Arc::clone(&cache.request_form), cache.bytes);
         self.item_caches.push(cache);
         let compaction = matches!(item, TranscriptItem::Compaction { .. });
         if compaction {
@@ -1023,7 +1023,7 @@ impl<'a> Run<'a> {
         if compaction {
             self.reset_request_history();
         } else {
-            self.history_size.bytes += self.item_caches[self.items.len() - 1].bytes;
+            self.history_size.bytes += bytes;
             self.request_forms.push(form);
         }
     }
