@@ -165,12 +165,17 @@ struct Rule {
 
 /// The words that name a tool result.
 const MARKER: &str = r"(?:observations?|(?:tool|function)[ _-]?(?:results?|outputs?|responses?))";
+/// A blank other than a line break. Outside `(?i)`: under case folding the
+/// regex compiler folds the class it negates (every non-blank character)
+/// one character at a time, and the rules took some 80 ms to compile;
+/// blanks have no case, so the match is the same.
+const BLANK: &str = r"(?-i:[^\S\n])";
 /// What may stand before a marker at the start of a line: blanks, list
 /// numbers and bullets, quote marks, headings, emphasis, opening brackets.
-const LEAD: &str = r"(?:[^\S\n]|[-*+>|#_~`'\x22\[(•◦‣⁃∙·▪■□●○◆►▸–—]|\d{1,3}[.):]|\(\d{1,3}\))*";
+const LEAD: &str = r"(?:(?-i:[^\S\n])|[-*+>|#_~`'\x22\[(•◦‣⁃∙·▪■□●○◆►▸–—]|\d{1,3}[.):]|\(\d{1,3}\))*";
 /// What may stand between a marker and its colon: blanks, a step number,
 /// closing emphasis and brackets.
-const TRAIL: &str = r"(?:[^\S\n]|[\d*_~`'\x22\[\]()])*";
+const TRAIL: &str = r"(?:(?-i:[^\S\n])|[\d*_~`'\x22\[\]()])*";
 
 fn rules() -> &'static [Rule] {
     static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
@@ -182,7 +187,7 @@ fn rules() -> &'static [Rule] {
             ),
             (
                 Forgery::ObservationLine,
-                format!(r"(?i)[\])}}`][^\S\n]*[*_~]*observations?{TRAIL}:"),
+                format!(r"(?i)[\])}}`]{BLANK}*[*_~]*observations?{TRAIL}:"),
             ),
             (
                 Forgery::ToolResultTag,
@@ -190,7 +195,7 @@ fn rules() -> &'static [Rule] {
             ),
             (
                 Forgery::ToolResultTag,
-                r"(?i)<\|[^\S\n]*(?:observations?|ipython|tool[ _▁-]?(?:results?|outputs?|responses?)(?:[ _▁-]?begin)?)[^\S\n]*\|>".to_string(),
+                format!(r"(?i)<\|{BLANK}*(?:observations?|ipython|tool[ _▁-]?(?:results?|outputs?|responses?)(?:[ _▁-]?begin)?){BLANK}*\|>"),
             ),
             (
                 Forgery::ToolResultTag,
@@ -198,11 +203,11 @@ fn rules() -> &'static [Rule] {
             ),
             (
                 Forgery::ToolResultTag,
-                r"(?i)<\|im_start\|>[^\S\n]*(?:tool|function|ipython|observation)\b".to_string(),
+                format!(r"(?i)<\|im_start\|>{BLANK}*(?:tool|function|ipython|observation)\b"),
             ),
             (
                 Forgery::ToolResultFence,
-                format!(r"(?im)^[^\S\n]*(?:`{{3,}}|~{{3,}})[^\S\n]*{MARKER}\b"),
+                format!(r"(?im)^{BLANK}*(?:`{{3,}}|~{{3,}}){BLANK}*{MARKER}\b"),
             ),
             (
                 Forgery::ToolResultJson,
