@@ -29,5 +29,11 @@ fn main() {
         .unwrap_or_else(|e| panic!("crates/attest-cli/hot-functions.txt: {e}"));
     let path = PathBuf::from(var("OUT_DIR")).join("hot-layout.ld");
     std::fs::write(&path, script).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    println!("cargo:rustc-link-arg-bin=attest=-Wl,-T,{}", path.display());
+    // Through `-Xlinker`, not `-Wl,`: the latter splits at commas, which a
+    // path may hold.
+    println!("cargo:rustc-link-arg-bin=attest=-Xlinker");
+    println!(
+        "cargo:rustc-link-arg-bin=attest=--script={}",
+        path.display()
+    );
 }

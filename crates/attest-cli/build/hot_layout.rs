@@ -5,7 +5,7 @@
 //! `attest run` executes (about 4 MB) lie scattered through it. The kernel
 //! maps a file-backed page fault's whole 64 KB neighbourhood, so a run
 //! ended up with about 14 MB of code resident, more than half its peak RSS.
-//! Grouped, the same functions map about a third of that.
+//! Grouped, the same functions keep about half of that resident.
 //!
 //! `hot-functions.txt` lists them as section-name patterns: mangled symbol
 //! names with the parts that change from build to build — the legacy

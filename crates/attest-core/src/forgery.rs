@@ -172,7 +172,8 @@ const MARKER: &str = r"(?:observations?|(?:tool|function)[ _-]?(?:results?|outpu
 const BLANK: &str = r"(?-i:[^\S\n])";
 /// What may stand before a marker at the start of a line: blanks, list
 /// numbers and bullets, quote marks, headings, emphasis, opening brackets.
-const LEAD: &str = r"(?:(?-i:[^\S\n])|[-*+>|#_~`'\x22\[(•◦‣⁃∙·▪■□●○◆►▸–—]|\d{1,3}[.):]|\(\d{1,3}\))*";
+const LEAD: &str =
+    r"(?:(?-i:[^\S\n])|[-*+>|#_~`'\x22\[(•◦‣⁃∙·▪■□●○◆►▸–—]|\d{1,3}[.):]|\(\d{1,3}\))*";
 /// What may stand between a marker and its colon: blanks, a step number,
 /// closing emphasis and brackets.
 const TRAIL: &str = r"(?:(?-i:[^\S\n])|[\d*_~`'\x22\[\]()])*";
