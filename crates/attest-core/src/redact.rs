@@ -267,6 +267,7 @@ fn is_count_value(value: &str) -> bool {
 /// 5 double-quoted inside a JSON string (`\"password\": \"a b\"`, as raw
 /// response bodies hold model text), 6 single-quoted, 7 bare — never an
 /// object or array (`"prompt_tokens_details": {…}` is structure, not a value).
+/// Its negated classes sit outside `(?i)`, as `patterns` explains.
 fn secret_assignment() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
