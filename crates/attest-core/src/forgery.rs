@@ -168,15 +168,24 @@ const MARKER: &str = r"(?:observations?|(?:tool|function)[ _-]?(?:results?|outpu
 /// A blank other than a line break. Outside `(?i)`: under case folding the
 /// regex compiler folds the class it negates (every non-blank character)
 /// one character at a time, and the rules took some 80 ms to compile;
-/// blanks have no case, so the match is the same.
-const BLANK: &str = r"(?-i:[^\S\n])";
+/// blanks have no case, so the match is the same. A macro, so that `LEAD`
+/// and `TRAIL` can be built from it with `concat!`.
+macro_rules! blank {
+    () => {
+        r"(?-i:[^\S\n])"
+    };
+}
+const BLANK: &str = blank!();
 /// What may stand before a marker at the start of a line: blanks, list
 /// numbers and bullets, quote marks, headings, emphasis, opening brackets.
-const LEAD: &str =
-    r"(?:(?-i:[^\S\n])|[-*+>|#_~`'\x22\[(•◦‣⁃∙·▪■□●○◆►▸–—]|\d{1,3}[.):]|\(\d{1,3}\))*";
+const LEAD: &str = concat!(
+    r"(?:",
+    blank!(),
+    r"|[-*+>|#_~`'\x22\[(•◦‣⁃∙·▪■□●○◆►▸–—]|\d{1,3}[.):]|\(\d{1,3}\))*"
+);
 /// What may stand between a marker and its colon: blanks, a step number,
 /// closing emphasis and brackets.
-const TRAIL: &str = r"(?:(?-i:[^\S\n])|[\d*_~`'\x22\[\]()])*";
+const TRAIL: &str = concat!(r"(?:", blank!(), r"|[\d*_~`'\x22\[\]()])*");
 
 fn rules() -> &'static [Rule] {
     static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
