@@ -103,9 +103,9 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run(args) => runtime.block_on(run_cmd::run(args)),
+        Command::Run(args) => on_worker(&runtime, run_cmd::run(args)),
         Command::Chat(args) => runtime.block_on(chat_cmd::chat(args)),
-        Command::Resume(args) => runtime.block_on(run_cmd::resume(args)),
+        Command::Resume(args) => on_worker(&runtime, run_cmd::resume(args)),
         Command::Sessions(args) => report(inspect::sessions(args)),
         Command::Runs(args) => report(inspect::runs(args)),
         Command::Trace(args) => report(inspect::trace(args)),
@@ -121,6 +121,21 @@ fn main() -> ExitCode {
         Command::McpServe(args) => runtime.block_on(mcp_serve::serve(args)),
     };
     ExitCode::from(code)
+}
+
+/// Drives a run on one of the runtime's worker threads instead of the main
+/// thread: the tasks it spawns and wakes each step (the model connection,
+/// the tool) are then queued on the same worker and run there, without
+/// waking another thread through the kernel. A panic is passed on as is.
+fn on_worker(
+    runtime: &tokio::runtime::Runtime,
+    run: impl std::future::Future<Output = u8> + Send + 'static,
+) -> u8 {
+    match runtime.block_on(runtime.spawn(run)) {
+        Ok(code) => code,
+        // Nothing aborts the task, so its error is a panic: passed on as is.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
 }
 
 fn report(result: anyhow::Result<()>) -> u8 {
