@@ -9,7 +9,6 @@
 
 use crate::gemv::{dequantize_row, gemm_shared, gemv};
 use crate::model::{Arch, Model};
-use rayon::prelude::*;
 
 /// Query-key products per layer above which attention is split across
 /// threads.
@@ -87,7 +86,7 @@ pub(crate) fn run(model: &mut Model, tokens: &[u32], pos: usize) -> Result<Vec<f
             attend(&q[at..at + hd], keys, values, scale, out);
         };
         if m * end >= PARALLEL_ATTENTION_FROM {
-            attn.par_chunks_mut(hd).enumerate().for_each(head_out);
+            crate::team::for_each(attn.chunks_mut(hd).enumerate().collect(), head_out);
         } else {
             attn.chunks_mut(hd).enumerate().for_each(head_out);
         }

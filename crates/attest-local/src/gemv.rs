@@ -17,7 +17,6 @@ use candle_core::quantized::k_quants::{
 };
 use candle_core::quantized::{GgmlDType, QTensor};
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 /// Rows of one weight handed to a worker at a time: large enough that the
 /// scheduling cost vanishes, small enough to balance two to a few threads.
@@ -84,7 +83,7 @@ pub fn gemm_shared(
             tasks.push((dot, i * ROWS_PER_TASK, chunk));
         }
     }
-    tasks.into_par_iter().for_each(|(dot, row0, out)| {
+    crate::team::for_each(tasks, |(dot, row0, out)| {
         for (i, row_out) in out.chunks_exact_mut(m).enumerate() {
             dot(row0 + i, row_out);
         }

@@ -23,6 +23,7 @@ pub mod model;
 pub mod prefix_store;
 pub mod provider;
 pub mod session;
+mod team;
 pub mod template;
 pub mod tokenizer;
 mod weights;

@@ -267,37 +267,41 @@ impl LocalModel {
             .max()
             .unwrap_or(0)
             .saturating_sub(1);
-        let finish = loop {
-            if cancel.load(Ordering::Relaxed) {
-                return Err(LocalError::Cancelled);
-            }
-            let next = sample(&logits, params.temperature, &mut rng);
-            if self.tokenizer.is_stop(next) {
-                let t = self.tokenizer.decode(&[next]).unwrap_or_default();
-                break Finish::Stop(t);
-            }
-            generated.push(next);
-            let piece = self.tokenizer.decode(&generated[decoded_upto..])?;
-            if !piece.ends_with('\u{FFFD}') {
-                text.push_str(&piece);
-                decoded_upto = generated.len();
-            }
-            if let Some((at, s)) = find_stop(&text, &params.stop) {
-                text.truncate(at);
-                break Finish::Stop(s);
-            }
-            let safe = floor_char_boundary(&text, text.len().saturating_sub(hold_back));
-            if safe > emitted {
-                on_text(&text[emitted..safe]);
-                emitted = safe;
-            }
-            if generated.len() >= max_new {
-                break Finish::Length;
-            }
-            logits = self.model.forward(&[next], pos)?;
-            pos += 1;
-            self.cached.push(next);
-        };
+        // The decode step's regions on threads that stay awake between
+        // them (`team`); the prompt above may have run candle's kernels.
+        let finish = crate::team::with_team(|| -> Result<Finish> {
+            Ok(loop {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(LocalError::Cancelled);
+                }
+                let next = sample(&logits, params.temperature, &mut rng);
+                if self.tokenizer.is_stop(next) {
+                    let t = self.tokenizer.decode(&[next]).unwrap_or_default();
+                    break Finish::Stop(t);
+                }
+                generated.push(next);
+                let piece = self.tokenizer.decode(&generated[decoded_upto..])?;
+                if !piece.ends_with('\u{FFFD}') {
+                    text.push_str(&piece);
+                    decoded_upto = generated.len();
+                }
+                if let Some((at, s)) = find_stop(&text, &params.stop) {
+                    text.truncate(at);
+                    break Finish::Stop(s);
+                }
+                let safe = floor_char_boundary(&text, text.len().saturating_sub(hold_back));
+                if safe > emitted {
+                    on_text(&text[emitted..safe]);
+                    emitted = safe;
+                }
+                if generated.len() >= max_new {
+                    break Finish::Length;
+                }
+                logits = self.model.forward(&[next], pos)?;
+                pos += 1;
+                self.cached.push(next);
+            })
+        })?;
         if decoded_upto < generated.len()
             && !matches!(finish, Finish::Stop(ref s) if params.stop.contains(s))
         {
