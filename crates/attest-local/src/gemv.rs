@@ -3,13 +3,14 @@
 //!
 //! Why not candle's `QMatMul` here: on AVX-512 machines candle repacks Q4_K
 //! weights into tiles a third larger than the file's blocks, which pays off
-//! for the many rows of a prompt but costs memory bandwidth when one row is
-//! multiplied — and decoding is bandwidth-bound. Repacking also takes
-//! 0.6–2 s, which a short prompt would not earn back. The dot products
-//! themselves are candle's (`GgmlType::vec_dot`, the ggml kernels); this
-//! module only walks the rows, in parallel on the current rayon pool so
-//! that the `threads` setting holds, and lets several weights that share
-//! one input (Q/K/V, gate/up) run in a single parallel region.
+//! for the many rows of a prompt but reads a third more bytes when one row
+//! is multiplied, and decoding reads every weight once per token.
+//! Repacking also takes 0.6–2 s, which a short prompt would not earn back.
+//! The dot products themselves are candle's (`GgmlType::vec_dot`, the ggml
+//! kernels); this module only walks the rows, in parallel (the `team` of a
+//! generation, else the current rayon pool, so that the `threads` setting
+//! holds), and lets several weights that share one input (Q/K/V, gate/up)
+//! run in a single parallel region.
 
 use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
