@@ -20,7 +20,7 @@ use std::any::Any;
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -73,6 +73,10 @@ pub(crate) fn with_team<R>(f: impl FnOnce() -> R) -> R {
 /// again on the calling thread, as rayon does.
 pub(crate) fn for_each<T: Send>(items: Vec<T>, f: impl Fn(T) + Sync) {
     let team = CURRENT.get();
+    let Ok(count) = u32::try_from(items.len()) else {
+        items.into_par_iter().for_each(&f);
+        return;
+    };
     if team.is_null() {
         items.into_par_iter().for_each(&f);
         return;
@@ -87,46 +91,80 @@ pub(crate) fn for_each<T: Send>(items: Vec<T>, f: impl Fn(T) + Sync) {
             f(item);
         }
     };
-    if let Some(panic) = team.run(slots.len(), &task) {
+    if let Some(panic) = team.run(count, &task) {
         resume_unwind(panic);
     }
 }
 
-/// One parallel region: `count` calls of `task`, claimed one at a time.
+/// One parallel region: `count` calls of `task`. The caller claims tasks
+/// from the front, the helpers from the back, in runs that shrink as the
+/// region empties: each thread reads its rows in order, there are few
+/// claims to contend on, and a helper the machine has descheduled holds
+/// only a small run that the caller then waits for.
 struct Region<'a> {
     task: &'a (dyn Fn(usize) + Sync),
     count: usize,
-    next: AtomicUsize,
-    done: AtomicUsize,
+    /// The unclaimed tasks `front..back`, as `back << 32 | front`.
+    ends: AtomicU64,
+    /// Tasks the helpers have finished.
+    helped: AtomicUsize,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
 
 impl Region<'_> {
-    /// Claims and runs tasks until none are left. Claims are contiguous
-    /// and shrink as the region empties (half the rest per thread, then
-    /// less): few claims to contend on, each thread reading its rows in
-    /// order, and a late helper still finds work.
-    fn work(&self, threads: usize) {
-        let mut next = self.next.load(Relaxed);
-        while next < self.count {
-            let take = ((self.count - next) / (2 * threads)).max(1);
-            if let Err(now) = self
-                .next
-                .compare_exchange_weak(next, next + take, Relaxed, Relaxed)
-            {
-                next = now;
-                continue;
+    fn new(task: &(dyn Fn(usize) + Sync), count: u32) -> Region<'_> {
+        Region {
+            task,
+            count: count as usize,
+            ends: AtomicU64::new(u64::from(count) << 32),
+            helped: AtomicUsize::new(0),
+            panic: Mutex::new(None),
+        }
+    }
+
+    /// Claims a run of tasks from the front or the back: an eighth of the
+    /// rest per thread, at least one.
+    fn claim(&self, front: bool, threads: usize) -> Option<std::ops::Range<usize>> {
+        let mut ends = self.ends.load(Relaxed);
+        loop {
+            let (lo, hi) = (ends & u64::from(u32::MAX), ends >> 32);
+            if lo >= hi {
+                return None;
             }
-            for i in next..next + take {
+            let take = ((hi - lo) / (8 * threads as u64)).max(1);
+            let (claimed, rest) = if front {
+                (lo..lo + take, hi << 32 | (lo + take))
+            } else {
+                (hi - take..hi, (hi - take) << 32 | lo)
+            };
+            match self
+                .ends
+                .compare_exchange_weak(ends, rest, Relaxed, Relaxed)
+            {
+                Ok(_) => return Some(claimed.start as usize..claimed.end as usize),
+                Err(now) => ends = now,
+            }
+        }
+    }
+
+    /// Runs claimed tasks until none are left; how many it ran.
+    fn work(&self, front: bool, threads: usize) -> usize {
+        let mut ran = 0;
+        while let Some(run) = self.claim(front, threads) {
+            ran += run.len();
+            for i in run {
                 if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (self.task)(i))) {
                     if let Ok(mut slot) = self.panic.lock() {
                         slot.get_or_insert(panic);
                     }
                 }
             }
-            self.done.fetch_add(take, Release);
-            next = self.next.load(Relaxed);
+            if !front {
+                self.helped.fetch_add(ran, Release);
+                ran = 0;
+            }
         }
+        ran
     }
 }
 
@@ -152,14 +190,8 @@ struct Shared {
 impl Shared {
     /// Runs `task(0..count)` on the caller and the helpers; the first
     /// panic of a task, if any.
-    fn run(&self, count: usize, task: &(dyn Fn(usize) + Sync)) -> Option<Box<dyn Any + Send>> {
-        let region = Region {
-            task,
-            count,
-            next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            panic: Mutex::new(None),
-        };
+    fn run(&self, count: u32, task: &(dyn Fn(usize) + Sync)) -> Option<Box<dyn Any + Send>> {
+        let region = Region::new(task, count);
         // The lifetime is erased for the helpers; see `region` above.
         let published = ptr::from_ref(&region).cast::<Region<'static>>().cast_mut();
         self.region.store(published, SeqCst);
@@ -168,8 +200,8 @@ impl Shared {
             let _guard = self.lock.lock();
             self.wake.notify_all();
         }
-        region.work(self.threads);
-        wait_until(|| region.done.load(Acquire) >= count);
+        let own = region.work(true, self.threads);
+        wait_until(|| region.helped.load(Acquire) >= region.count - own);
         self.region.store(ptr::null_mut(), SeqCst);
         wait_until(|| self.inside.load(SeqCst) == 0);
         region.panic.into_inner().ok().flatten()
@@ -178,7 +210,9 @@ impl Shared {
     /// A helper's loop: wait for a region (spinning, then asleep), help
     /// with it, until quit.
     fn help(&self) {
-        let mut seen = self.epoch.load(SeqCst);
+        // From the start: a helper that starts late joins the region
+        // already published.
+        let mut seen = 0;
         loop {
             let waiting = Instant::now();
             let mut spins = 0u32;
@@ -205,7 +239,7 @@ impl Shared {
             let region = self.region.load(SeqCst);
             if !region.is_null() {
                 // SAFETY: non-null while its caller waits (see `region`).
-                unsafe { &*region }.work(self.threads);
+                unsafe { &*region }.work(false, self.threads);
             }
             self.inside.fetch_sub(1, SeqCst);
         }
