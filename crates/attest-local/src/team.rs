@@ -7,9 +7,9 @@
 //! idle workers yield a few dozen times and then sleep, so most regions
 //! began by waking a sleeping thread through the kernel: some 400 context
 //! switches per token, measured. While a [`with_team`] closure runs, its
-//! thread's regions go instead to helper threads that spin between them
-//! (and sleep only after [`SPIN`] without work), so a region starts on all
-//! threads at once.
+//! thread's regions go instead to helper threads that stay awake between
+//! them, yielding their core (and sleep only after [`SPIN`] without work),
+//! so a region starts on all threads at once.
 //!
 //! The team has as many threads as the current rayon pool (the `threads`
 //! setting): the caller and `current_num_threads() - 1` helpers. Only the
@@ -24,8 +24,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering:
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a helper spins for the next region before it sleeps: longer
-/// than the serial work between two regions and between two tokens.
+/// How long a helper waits for the next region, yielding its core, before
+/// it sleeps: longer than the serial work between two regions and between
+/// two tokens.
 const SPIN: Duration = Duration::from_micros(500);
 
 thread_local! {
@@ -226,10 +227,13 @@ impl Shared {
                     break;
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 64 == 0 && waiting.elapsed() > SPIN {
+                if spins % 16 == 0 && waiting.elapsed() > SPIN {
                     self.sleep(seen);
                 } else {
-                    std::hint::spin_loop();
+                    // Yielded, not spun: on a busy machine the core goes to
+                    // whoever else is runnable (the caller, a build) instead
+                    // of to this wait.
+                    std::thread::yield_now();
                 }
             }
             // Counted before the region is read, so the caller, which
