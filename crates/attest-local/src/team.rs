@@ -8,7 +8,7 @@
 //! began by waking a sleeping thread through the kernel: some 400 context
 //! switches per token, measured. While a [`with_team`] closure runs, its
 //! thread's regions go instead to helper threads that stay awake between
-//! them, yielding their core (and sleep only after [`SPIN`] without work),
+//! them, yielding their core (and sleep only after [`AWAKE_FOR`] without work),
 //! so a region starts on all threads at once.
 //!
 //! The team has as many threads as the current rayon pool (the `threads`
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// How long a helper waits for the next region, yielding its core, before
 /// it sleeps: longer than the serial work between two regions and between
 /// two tokens.
-const SPIN: Duration = Duration::from_micros(500);
+const AWAKE_FOR: Duration = Duration::from_micros(500);
 
 thread_local! {
     /// The team of the [`with_team`] closure running on this thread.
@@ -74,14 +74,11 @@ pub(crate) fn with_team<R>(f: impl FnOnce() -> R) -> R {
 /// again on the calling thread, as rayon does.
 pub(crate) fn for_each<T: Send>(items: Vec<T>, f: impl Fn(T) + Sync) {
     let team = CURRENT.get();
-    let Ok(count) = u32::try_from(items.len()) else {
+    let count = u32::try_from(items.len()).ok().filter(|_| !team.is_null());
+    let Some(count) = count else {
         items.into_par_iter().for_each(&f);
         return;
     };
-    if team.is_null() {
-        items.into_par_iter().for_each(&f);
-        return;
-    }
     // SAFETY: `CURRENT` is set only while `with_team`'s closure runs on
     // this thread, and `shared` outlives that closure.
     let team = unsafe { &*team };
@@ -227,7 +224,7 @@ impl Shared {
                     break;
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 16 == 0 && waiting.elapsed() > SPIN {
+                if spins % 16 == 0 && waiting.elapsed() > AWAKE_FOR {
                     self.sleep(seen);
                 } else {
                     // Yielded, not spun: on a busy machine the core goes to
@@ -377,19 +374,26 @@ mod tests {
                 (0..3)
                     .map(|_| {
                         // Long enough that the helper has gone to sleep.
-                        std::thread::sleep(SPIN * 4);
+                        std::thread::sleep(AWAKE_FOR * 4);
                         let ran_on = Mutex::new(std::collections::HashSet::new());
                         for_each((0..32).collect(), |_: usize| {
-                            ran_on.lock().unwrap().insert(std::thread::current().id());
+                            let name = std::thread::current().name().map(str::to_owned);
+                            ran_on.lock().unwrap().insert(name);
                             // Tasks the caller cannot finish alone before
                             // a woken helper joins.
                             std::thread::sleep(Duration::from_millis(1));
                         });
-                        ran_on.into_inner().unwrap().len()
+                        let ran_on = ran_on.into_inner().unwrap();
+                        // The team's helper, not the pool's other worker.
+                        let helped = ran_on
+                            .iter()
+                            .flatten()
+                            .any(|n| n.starts_with("attest-local-team-"));
+                        (ran_on.len(), helped)
                     })
                     .collect::<Vec<_>>()
             })
         });
-        assert_eq!(threads_per_round, [2, 2, 2]);
+        assert_eq!(threads_per_round, [(2, true), (2, true), (2, true)]);
     }
 }
