@@ -6,8 +6,9 @@
 //! for the many rows of a prompt but reads a third more bytes when one row
 //! is multiplied, and decoding reads every weight once per token.
 //! Repacking also takes 0.6–2 s, which a short prompt would not earn back.
-//! The dot products themselves are candle's (`GgmlType::vec_dot`, the ggml
-//! kernels); this module only walks the rows, in parallel (the `team` of a
+//! The dot products are candle's (`GgmlType::vec_dot`, the ggml kernels),
+//! except Q4_K and Q6_K on AVX-512 machines (`kdot`); this module walks the
+//! rows, in parallel (the `team` of a
 //! generation, else the current rayon pool, so that the `threads` setting
 //! holds), and lets several weights that share one input (Q/K/V, gate/up)
 //! run in a single parallel region.
@@ -18,6 +19,8 @@ use candle_core::quantized::k_quants::{
 };
 use candle_core::quantized::{GgmlDType, QTensor};
 use half::{bf16, f16};
+
+use crate::kdot;
 
 /// Rows of one weight handed to a worker at a time: large enough that the
 /// scheduling cost vanishes, small enough to balance two to a few threads.
@@ -146,12 +149,24 @@ pub(crate) use dispatch;
 
 fn row_dots<'a>(w: &'a QTensor, xs: &[f32], m: usize) -> Result<RowDots<'a>, String> {
     let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
+    // The two types a Q4_K_M file is made of, where this CPU has faster
+    // kernels than candle's.
+    match (w.dtype(), kdot::q4k(), kdot::q6k()) {
+        (GgmlDType::Q4K, Some(dot), _) => return typed_row_dots(blocks(w, n, k)?, k, xs, m, dot),
+        (GgmlDType::Q6K, _, Some(dot)) => return typed_row_dots(blocks(w, n, k)?, k, xs, m, dot),
+        _ => {}
+    }
     macro_rules! make {
         ($t:ty) => {
-            return typed_row_dots::<$t>(blocks::<$t>(w, n, k)?, k, xs, m)
+            return typed_row_dots::<$t>(blocks::<$t>(w, n, k)?, k, xs, m, candle_dot::<$t>)
         };
     }
     dispatch!(w.dtype(), make);
+}
+
+/// candle's kernel for `T` (AVX2 on x86-64).
+fn candle_dot<T: GgmlType>(w: &[T], x: &[T::VecDotType]) -> f32 {
+    T::vec_dot(w.len() * T::BLCK_SIZE, w, x)
 }
 
 fn typed_row_dots<'a, T: GgmlType + 'static>(
@@ -159,6 +174,7 @@ fn typed_row_dots<'a, T: GgmlType + 'static>(
     k: usize,
     xs: &[f32],
     m: usize,
+    dot: fn(&[T], &[T::VecDotType]) -> f32,
 ) -> Result<RowDots<'a>, String> {
     let kb = k / T::BLCK_SIZE;
     let mut xq = vec![T::VecDotType::zeros(); kb * m];
@@ -172,7 +188,7 @@ fn typed_row_dots<'a, T: GgmlType + 'static>(
     Ok(Box::new(move |row, out| {
         let w = &blocks[row * kb..(row + 1) * kb];
         for (o, q) in out.iter_mut().zip(xq.chunks_exact(kb)) {
-            *o = T::vec_dot(k, w, q);
+            *o = dot(w, q);
         }
     }))
 }
@@ -182,7 +198,7 @@ fn blocks<T: GgmlType>(w: &QTensor, n: usize, k: usize) -> Result<&[T], String> 
     if w.dtype() != T::DTYPE {
         return Err(format!("weight is {:?}, not {:?}", w.dtype(), T::DTYPE));
     }
-    if k % T::BLCK_SIZE != 0 {
+    if !k.is_multiple_of(T::BLCK_SIZE) {
         return Err(format!(
             "row length {k} is not a multiple of the {:?} block ({})",
             T::DTYPE,

@@ -19,6 +19,7 @@ mod decode;
 pub mod error;
 pub mod fetch;
 mod gemv;
+mod kdot;
 pub mod model;
 pub mod prefix_store;
 pub mod provider;

@@ -224,7 +224,7 @@ impl Shared {
                     break;
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 16 == 0 && waiting.elapsed() > AWAKE_FOR {
+                if spins.is_multiple_of(16) && waiting.elapsed() > AWAKE_FOR {
                     self.sleep(seen);
                 } else {
                     // Yielded, not spun: on a busy machine the core goes to
