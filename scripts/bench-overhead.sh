@@ -17,6 +17,13 @@
 #   - start-up: process start → first request at the server;
 #   - peak RSS of the attest process (/usr/bin/time -f %M).
 #
+# The model server is kept to one CPU (the last), which attest may share,
+# as a real provider runs on another machine: the server parses and checks
+# every request whole, which at 500 steps costs it a few milliseconds per
+# request, and letting it take any core made attest's late steps slower by
+# the server's growing work, not attest's. ATTEST_BENCH_NO_PIN=1 lets the
+# server run on every CPU too.
+#
 # Usage: scripts/bench-overhead.sh [STEPS...]   (default: 100 500)
 # Set ATTEST_BENCH_NO_BUILD=1 to reuse the build, ATTEST_BENCH_PROFILE to
 # measure another cargo profile than `release` (`release-lto`).
@@ -49,6 +56,11 @@ def micros(ts):
         ts = f"{head}.{(frac + '000000')[:6]}{tz}"
     return int(datetime.fromisoformat(ts).timestamp() * 1_000_000)
 
+cpus = sorted(os.sched_getaffinity(0))
+pin = len(cpus) >= 2 and not os.environ.get("ATTEST_BENCH_NO_PIN")
+server_cpus = cpus[-1:] if pin else cpus
+print(f"model server on CPU {server_cpus}, attest on CPU {cpus}", file=sys.stderr)
+
 def one(wire, stream, steps):
     with tempfile.TemporaryDirectory() as ws:
         os.makedirs(f"{ws}/data")
@@ -61,7 +73,8 @@ def one(wire, stream, steps):
         with open(f"{home}/attest/config.toml", "w") as f:
             f.write("[provider]\ncontext_window = 1000000\n")
         out = tempfile.mkdtemp()
-        srv = subprocess.Popen([server, wire, "1" if stream else "0", str(steps), out])
+        srv = subprocess.Popen([server, wire, "1" if stream else "0", str(steps), out],
+                               preexec_fn=lambda: os.sched_setaffinity(0, server_cpus))
         while not os.path.exists(f"{out}/url"):
             time.sleep(0.01)
         url = open(f"{out}/url").read()
