@@ -35,7 +35,7 @@ pub use server::{
 };
 pub use sqlite::SqliteStore;
 
-use attest_protocol::{LogEntry, MemoryItem, MemoryStatus, TranscriptItem};
+use attest_protocol::{LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem};
 use chrono::{DateTime, Utc};
 
 /// Schema version this build reads and writes.
@@ -109,6 +109,10 @@ pub trait Store: Send {
     /// Recomputes the run's hash chain: intact, unchained (recorded before
     /// the chain existed), or broken at its first bad entry.
     fn verify_chain(&self, run_id: &str) -> Result<ChainVerdict, StoreError>;
+    /// A run's trace records of the kinds named (their `record` tag:
+    /// `"request"`, `"response"`, …), in order: what a caller needs from
+    /// a long run's log without reading the rest of it.
+    fn traces(&self, run_id: &str, records: &[&str]) -> Result<Vec<TraceRecord>, StoreError>;
     /// A run's transcript items only (what requests are rebuilt from).
     fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError>;
     /// Transcript items compacted out of a run's requests (SPEC E4).

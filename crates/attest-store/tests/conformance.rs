@@ -59,6 +59,7 @@ conformance!(
     memory_items_round_trip,
     a_resumed_handle_continues_the_chain_another_handle_started,
     a_delivery_key_is_first_only_once,
+    trace_records_are_read_back_by_name_in_order,
 );
 
 fn run(id: &str, session: &str) -> NewRun {
@@ -635,4 +636,72 @@ fn a_delivery_key_is_first_only_once(b: &dyn Backend) {
     assert!(other.first_delivery("generic:msg_2", much_later).unwrap());
     assert!(store.first_delivery("slack:msg_1", much_later).unwrap());
     assert!(!store.first_delivery("generic:msg_2", much_later).unwrap());
+}
+
+fn trace_records_are_read_back_by_name_in_order(b: &dyn Backend) {
+    let mut store = b.open();
+    begin(store.as_mut(), "r1", "s1");
+    begin(store.as_mut(), "r2", "s1");
+    let trace = |v: serde_json::Value| LogEntry::Trace {
+        trace: serde_json::from_value(v).unwrap(),
+    };
+    let request = |step: u32| {
+        trace(
+            json!({"record": "request", "step": step, "attempt": 1, "provider": "openai",
+            "api_family": "openai_chat", "model": "m", "stream": false, "prefix_hash": "",
+            "tool_names": ["read_file"], "message_count": 1, "max_tokens": 1}),
+        )
+    };
+    let response = |step: u32| {
+        trace(
+            json!({"record": "response", "step": step, "raw_finish_reason": null,
+            "text": "", "parsed_calls": [], "call_source": "native",
+            "input_tokens": 0, "output_tokens": 0}),
+        )
+    };
+    let raw = trace(json!({"record": "raw_output", "step": 1, "raw": "{}"}));
+    store
+        .append_all(
+            "r1",
+            &[
+                user("Which port?"),
+                request(1),
+                raw,
+                response(1),
+                request(2),
+            ],
+        )
+        .unwrap();
+    store.append("r2", &request(7)).unwrap();
+    store.append("r1", &response(2)).unwrap();
+    let named = |records: &[TraceRecord]| -> Vec<(String, u32)> {
+        records
+            .iter()
+            .map(|t| {
+                let v = serde_json::to_value(t).unwrap();
+                (
+                    v["record"].as_str().unwrap().to_string(),
+                    v["step"].as_u64().unwrap() as u32,
+                )
+            })
+            .collect()
+    };
+    let both = store.traces("r1", &["request", "response"]).unwrap();
+    let want = [
+        ("request", 1),
+        ("response", 1),
+        ("request", 2),
+        ("response", 2),
+    ];
+    assert_eq!(named(&both), want.map(|(r, s)| (r.to_string(), s)).to_vec());
+    let responses = store.traces("r1", &["response"]).unwrap();
+    assert_eq!(
+        named(&responses),
+        vec![("response".to_string(), 1), ("response".to_string(), 2)]
+    );
+    assert!(store.traces("r1", &[]).unwrap().is_empty());
+    assert_eq!(
+        named(&store.traces("r2", &["request"]).unwrap()),
+        vec![("request".to_string(), 7)]
+    );
 }

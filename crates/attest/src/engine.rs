@@ -277,9 +277,15 @@ impl Engine {
         let Some((memory, key, false)) = &self.inner.learning else {
             return;
         };
-        let entries = self.inner.store.lock().entries(run_id);
-        if let Ok(entries) = entries {
-            memory.learn(key, &entries);
+        // Only the two records it reads: a long run's whole log is
+        // megabytes, and reading it was the run's peak of memory.
+        let traces = self
+            .inner
+            .store
+            .lock()
+            .traces(run_id, &crate::protocol_choice::LEARNED_FROM);
+        if let Ok(traces) = traces {
+            memory.learn(key, &traces);
         }
     }
 

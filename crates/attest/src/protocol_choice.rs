@@ -6,11 +6,14 @@
 //! JSON file in the user's cache; a model that once made a native call is
 //! never switched.
 
-use attest_protocol::{CallSource, LogEntry, TraceRecord};
+use attest_protocol::{CallSource, TraceRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// The trace records [`ProtocolMemory::learn`] reads.
+pub const LEARNED_FROM: [&str; 2] = ["request", "response"];
 
 /// Runs without a native call (tools offered) before the switch.
 pub const RUNS_BEFORE_SWITCH: u32 = 2;
@@ -56,20 +59,19 @@ impl ProtocolMemory {
         self.read_all().remove(key).unwrap_or_default()
     }
 
-    /// Fold one native-protocol run's log into the record. Best effort: a
-    /// cache that cannot be written only means no learning.
-    pub fn learn(&self, key: &str, entries: &[LogEntry]) -> Option<ProtocolRecord> {
-        let offered = entries.iter().any(|e| {
-            matches!(e, LogEntry::Trace { trace: TraceRecord::Request { tool_names, .. } } if !tool_names.is_empty())
-        });
-        let native = entries.iter().any(|e| {
+    /// Fold one native-protocol run's request and response traces into the
+    /// record. Best effort: a cache that cannot be written only means no
+    /// learning.
+    pub fn learn(&self, key: &str, traces: &[TraceRecord]) -> Option<ProtocolRecord> {
+        let offered = traces.iter().any(
+            |t| matches!(t, TraceRecord::Request { tool_names, .. } if !tool_names.is_empty()),
+        );
+        let native = traces.iter().any(|t| {
             matches!(
-                e,
-                LogEntry::Trace {
-                    trace: TraceRecord::Response {
-                        call_source: Some(CallSource::Native),
-                        ..
-                    }
+                t,
+                TraceRecord::Response {
+                    call_source: Some(CallSource::Native),
+                    ..
                 }
             )
         });
@@ -103,18 +105,18 @@ mod tests {
     use super::*;
 
     // Built from JSON so the tests keep to the fields that matter here.
-    fn request(tools: &[&str]) -> LogEntry {
-        serde_json::from_value(serde_json::json!({"entry": "trace", "trace": {
+    fn request(tools: &[&str]) -> TraceRecord {
+        serde_json::from_value(serde_json::json!({
             "record": "request", "step": 1, "attempt": 1, "provider": "openai",
             "api_family": "openai_chat", "model": "m", "stream": false, "prefix_hash": "",
-            "tool_names": tools, "message_count": 1, "max_tokens": 1}}))
+            "tool_names": tools, "message_count": 1, "max_tokens": 1}))
         .unwrap()
     }
 
-    fn response(source: Option<CallSource>) -> LogEntry {
-        serde_json::from_value(serde_json::json!({"entry": "trace", "trace": {
+    fn response(source: Option<CallSource>) -> TraceRecord {
+        serde_json::from_value(serde_json::json!({
             "record": "response", "step": 1, "raw_finish_reason": null, "text": "",
-            "parsed_calls": [], "call_source": source, "input_tokens": 0, "output_tokens": 0}}))
+            "parsed_calls": [], "call_source": source, "input_tokens": 0, "output_tokens": 0}))
         .unwrap()
     }
 

@@ -4,7 +4,7 @@ use super::conn::Prepared;
 use super::{PgStore, EVENTS_CHANNEL};
 use crate::chain::{self, ChainVerdict, RunHeader, StoredEntry};
 use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
-use crate::sqlite::{entry_type, lease_holds, now, stored_form, Head};
+use crate::sqlite::{entry_type, lease_holds, now, stored_form, traces_of, Head};
 use crate::{Store, StoreError};
 use attest_protocol::{EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -602,6 +602,19 @@ impl Store for PgStore {
             Ok((fields, head, entries))
         })?;
         Ok(chain::verify(&header(&fields), head.as_deref(), &entries))
+    }
+
+    fn traces(&self, run_id: &str, records: &[&str]) -> Result<Vec<TraceRecord>, StoreError> {
+        let id = run_id.to_string();
+        let names: Vec<String> = records.iter().map(|r| r.to_string()).collect();
+        let rows = self.conn.call(move |c| {
+            Ok(c.query(
+                "SELECT body FROM entries WHERE run_id = $1 AND kind = 'trace' AND type = ANY($2)
+                 ORDER BY id",
+                &[&id, &names],
+            )?)
+        })?;
+        traces_of(run_id, json_rows(rows)?)
     }
 
     fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {
