@@ -7,8 +7,9 @@
 //! is multiplied, and decoding reads every weight once per token.
 //! Repacking also takes 0.6–2 s, which a short prompt would not earn back.
 //! The dot products are candle's (`GgmlType::vec_dot`, the ggml kernels),
-//! except Q4_K and Q6_K on AVX-512 machines (`kdot`); this module walks the
-//! rows, in parallel (the `team` of a
+//! except Q4_K and Q6_K on AVX-512 machines (`kdot`, which for several
+//! inputs unpacks each weight block once per group of them); this module
+//! walks the rows, in parallel (the `team` of a
 //! generation, else the current rayon pool, so that the `threads` setting
 //! holds), and lets several weights that share one input (Q/K/V, gate/up)
 //! run in a single parallel region.
@@ -29,6 +30,11 @@ const ROWS_PER_TASK: usize = 64;
 /// One output row's dot products against each prepared input, written to
 /// the slice (one value per input).
 type RowDots<'a> = Box<dyn Fn(usize, &mut [f32]) + Sync + 'a>;
+
+/// A row's dot product with one input.
+type Dot<T> = fn(&[T], &[<T as GgmlType>::VecDotType]) -> f32;
+/// A row's dot products with several inputs, one after another.
+type MultiDot<T> = fn(&[T], &[<T as GgmlType>::VecDotType], &mut [f32]);
 
 /// `ys[i] = W_i · x` for several weights `W_i` of shape `(n_i, k)` that share
 /// the input `x` (length `k`). Each `ys[i]` must have length `n_i`.
@@ -151,14 +157,22 @@ fn row_dots<'a>(w: &'a QTensor, xs: &[f32], m: usize) -> Result<RowDots<'a>, Str
     let (n, k) = w.shape().dims2().map_err(|e| e.to_string())?;
     // The two types a Q4_K_M file is made of, where this CPU has faster
     // kernels than candle's.
-    match (w.dtype(), kdot::q4k(), kdot::q6k()) {
-        (GgmlDType::Q4K, Some(dot), _) => return typed_row_dots(blocks(w, n, k)?, k, xs, m, dot),
-        (GgmlDType::Q6K, _, Some(dot)) => return typed_row_dots(blocks(w, n, k)?, k, xs, m, dot),
+    match w.dtype() {
+        GgmlDType::Q4K => {
+            if let Some(dot) = kdot::q4k() {
+                return typed_row_dots(blocks(w, n, k)?, k, xs, m, dot, kdot::q4k_multi());
+            }
+        }
+        GgmlDType::Q6K => {
+            if let Some(dot) = kdot::q6k() {
+                return typed_row_dots(blocks(w, n, k)?, k, xs, m, dot, kdot::q6k_multi());
+            }
+        }
         _ => {}
     }
     macro_rules! make {
         ($t:ty) => {
-            return typed_row_dots::<$t>(blocks::<$t>(w, n, k)?, k, xs, m, candle_dot::<$t>)
+            return typed_row_dots::<$t>(blocks::<$t>(w, n, k)?, k, xs, m, candle_dot::<$t>, None)
         };
     }
     dispatch!(w.dtype(), make);
@@ -174,7 +188,8 @@ fn typed_row_dots<'a, T: GgmlType + 'static>(
     k: usize,
     xs: &[f32],
     m: usize,
-    dot: fn(&[T], &[T::VecDotType]) -> f32,
+    dot: Dot<T>,
+    multi: Option<MultiDot<T>>,
 ) -> Result<RowDots<'a>, String> {
     let kb = k / T::BLCK_SIZE;
     let mut xq = vec![T::VecDotType::zeros(); kb * m];
@@ -187,8 +202,13 @@ fn typed_row_dots<'a, T: GgmlType + 'static>(
     }
     Ok(Box::new(move |row, out| {
         let w = &blocks[row * kb..(row + 1) * kb];
-        for (o, q) in out.iter_mut().zip(xq.chunks_exact(kb)) {
-            *o = dot(w, q);
+        match multi {
+            Some(multi) if out.len() > 1 => multi(w, &xq, out),
+            _ => {
+                for (o, q) in out.iter_mut().zip(xq.chunks_exact(kb)) {
+                    *o = dot(w, q);
+                }
+            }
         }
     }))
 }
