@@ -33,6 +33,17 @@ pub fn q4k() -> Option<Dot<BlockQ4K>> {
     None
 }
 
+/// The Q6_K × Q8_K kernel, where this CPU can run it.
+pub fn q6k() -> Option<Dot<BlockQ6K>> {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: the CPU has the features the kernel is compiled for.
+        let dot: Dot<BlockQ6K> = |w, x| unsafe { avx512::q6k(avx512::cast(w), avx512::cast(x)) };
+        return Some(dot);
+    }
+    None
+}
+
 /// A row's dot products with several inputs, stored one after another
 /// (`w.len()` blocks each), into `out` (one value per input): each weight
 /// block is unpacked once for a group of inputs.
@@ -57,17 +68,6 @@ pub fn q6k_multi() -> Option<MultiDot<BlockQ6K>> {
         // SAFETY: the CPU has the features the kernel is compiled for.
         let dot: MultiDot<BlockQ6K> =
             |w, x, out| unsafe { avx512::q6k_multi(avx512::cast(w), avx512::cast(x), out) };
-        return Some(dot);
-    }
-    None
-}
-
-/// The Q6_K × Q8_K kernel, where this CPU can run it.
-pub fn q6k() -> Option<Dot<BlockQ6K>> {
-    #[cfg(target_arch = "x86_64")]
-    if avx512::available() {
-        // SAFETY: the CPU has the features the kernel is compiled for.
-        let dot: Dot<BlockQ6K> = |w, x| unsafe { avx512::q6k(avx512::cast(w), avx512::cast(x)) };
         return Some(dot);
     }
     None
