@@ -9,10 +9,10 @@
 //! The dot products are candle's (`GgmlType::vec_dot`, the ggml kernels),
 //! except Q4_K and Q6_K on AVX-512 machines (`kdot`, which for several
 //! inputs unpacks each weight block once per group of them); this module
-//! walks the rows, in parallel (the `team` of a
-//! generation, else the current rayon pool, so that the `threads` setting
-//! holds), and lets several weights that share one input (Q/K/V, gate/up)
-//! run in a single parallel region.
+//! walks the rows, in parallel (the `team` of a generation, else the
+//! current rayon pool, so that the `threads` setting holds), and lets
+//! several weights that share one input (Q/K/V, gate/up) run in a single
+//! parallel region.
 
 use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,

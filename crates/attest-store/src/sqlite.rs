@@ -280,7 +280,6 @@ impl SqliteStore {
         })
     }
 
-    /// Rows of one JSON column for a run, decoded in order.
     /// The first column of each row, JSON, parsed as it is read: a long
     /// run's log is megabytes, and holding its text and its values at once
     /// doubled what reading it cost in memory.
