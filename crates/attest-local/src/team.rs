@@ -8,8 +8,8 @@
 //! began by waking a sleeping thread through the kernel: some 400 context
 //! switches per token, measured. While a [`with_team`] closure runs, its
 //! thread's regions go instead to helper threads that stay awake between
-//! them, yielding their core (and sleep only after [`AWAKE_FOR`] without work),
-//! so a region starts on all threads at once.
+//! them, yielding their core (they sleep only after [`AWAKE_FOR`] without
+//! work), so a region starts on all threads at once.
 //!
 //! The team has as many threads as the current rayon pool (the `threads`
 //! setting): the caller and `current_num_threads() - 1` helpers. Only the

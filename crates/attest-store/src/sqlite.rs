@@ -379,20 +379,38 @@ pub(crate) fn lease_holds(
     matches!(held, Some((Some(o), e, state)) if o == owner && e == epoch && state == "leased")
 }
 
-/// The records of entries read as traces (`kind = 'trace'`).
-pub(crate) fn traces_of(
+/// Entries read back by their `kind` column (`"item"`, `"trace"`),
+/// unwrapped by `unwrap`; an entry of another kind is corruption.
+pub(crate) fn of_kind<T>(
     run_id: &str,
+    kind: &str,
     entries: Vec<LogEntry>,
-) -> Result<Vec<TraceRecord>, StoreError> {
+    unwrap: impl Fn(LogEntry) -> Option<T>,
+) -> Result<Vec<T>, StoreError> {
     entries
         .into_iter()
-        .map(|entry| match entry {
-            LogEntry::Trace { trace } => Ok(trace),
-            _ => Err(StoreError::Corrupt(format!(
-                "entry of run {run_id} marked as trace is not a trace"
-            ))),
+        .map(|entry| {
+            unwrap(entry).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "entry of run {run_id} marked as {kind} is of another kind"
+                ))
+            })
         })
         .collect()
+}
+
+pub(crate) fn item(entry: LogEntry) -> Option<TranscriptItem> {
+    match entry {
+        LogEntry::Item { item } => Some(item),
+        _ => None,
+    }
+}
+
+pub(crate) fn trace(entry: LogEntry) -> Option<TraceRecord> {
+    match entry {
+        LogEntry::Trace { trace } => Some(trace),
+        _ => None,
+    }
 }
 
 /// The `kind` and `type` columns: the entry kind, and the item type, event
@@ -652,7 +670,7 @@ impl Store for SqliteStore {
             ),
             rusqlite::params_from_iter(std::iter::once(run_id).chain(records.iter().copied())),
         )?;
-        traces_of(run_id, entries)
+        of_kind(run_id, "trace", entries, trace)
     }
 
     fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {
@@ -660,18 +678,7 @@ impl Store for SqliteStore {
             "SELECT body FROM entries WHERE run_id = ?1 AND kind = 'item' ORDER BY id",
             [run_id],
         )?;
-        let mut items = Vec::with_capacity(entries.len());
-        for entry in entries {
-            match entry {
-                LogEntry::Item { item } => items.push(item),
-                _ => {
-                    return Err(StoreError::Corrupt(format!(
-                        "entry of run {run_id} marked as item is not an item"
-                    )))
-                }
-            }
-        }
-        Ok(items)
+        of_kind(run_id, "item", entries, item)
     }
 
     fn archived(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {

@@ -4,7 +4,7 @@ use super::conn::Prepared;
 use super::{PgStore, EVENTS_CHANNEL};
 use crate::chain::{self, ChainVerdict, RunHeader, StoredEntry};
 use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
-use crate::sqlite::{entry_type, lease_holds, now, stored_form, traces_of, Head};
+use crate::sqlite::{entry_type, item, lease_holds, now, of_kind, stored_form, trace, Head};
 use crate::{Store, StoreError};
 use attest_protocol::{EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -614,23 +614,15 @@ impl Store for PgStore {
                 &[&id, &names],
             )?)
         })?;
-        traces_of(run_id, json_rows(rows)?)
+        of_kind(run_id, "trace", json_rows(rows)?, trace)
     }
 
     fn items(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {
-        let entries: Vec<LogEntry> = json_rows(self.run_query(
+        let entries = json_rows(self.run_query(
             "SELECT body FROM entries WHERE run_id = $1 AND kind = 'item' ORDER BY id",
             run_id,
         )?)?;
-        entries
-            .into_iter()
-            .map(|entry| match entry {
-                LogEntry::Item { item } => Ok(item),
-                _ => Err(StoreError::Corrupt(format!(
-                    "entry of run {run_id} marked as item is not an item"
-                ))),
-            })
-            .collect()
+        of_kind(run_id, "item", entries, item)
     }
 
     fn archived(&self, run_id: &str) -> Result<Vec<TranscriptItem>, StoreError> {
