@@ -6,7 +6,7 @@
 //! - [`model`]: the transformer (qwen2, llama), with a KV cache that
 //!   rewinds: long prompts through candle ops, single tokens and short
 //!   prompts through `decode` and `gemv` (plain loops over the GGUF
-//!   blocks); `weights` reads the tensors.
+//!   blocks); `weights` maps the tensors from the file (`mapped`).
 //! - [`tokenizer`], [`template`]: the tokenizer and chat template embedded
 //!   in the GGUF (SPEC D7: tools rendered by the template when it can, by us
 //!   when it cannot).
@@ -20,6 +20,7 @@ pub mod error;
 pub mod fetch;
 mod gemv;
 mod kdot;
+mod mapped;
 pub mod model;
 pub mod prefix_store;
 pub mod provider;

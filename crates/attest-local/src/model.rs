@@ -247,7 +247,7 @@ impl Model {
         // are looked up below, and a missing one is an error naming it.
         let names: Vec<String> = content.tensor_infos.keys().cloned().collect();
         let loaded =
-            catch(|| crate::weights::read_tensors(&gguf.file, content, &names)).map_err(bad)?;
+            catch(|| crate::weights::load_tensors(&gguf.file, content, &names)).map_err(bad)?;
         let loaded = std::cell::RefCell::new(loaded);
         let tensor = |name: &str| -> Result<QTensor> {
             loaded

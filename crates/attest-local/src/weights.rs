@@ -1,13 +1,15 @@
-//! Reading a GGUF file's tensors into the block vectors candle computes on.
+//! A GGUF file's tensors as the block storage candle computes on.
 //!
 //! candle's own reader reads each tensor into a byte buffer and copies that
 //! into a vector of blocks, one tensor after another: two copies and twice
-//! the page faults for a gigabyte of weights, on one thread. Here each
-//! tensor is read once, straight into its final vector, and the tensors are
-//! read in parallel on the current rayon pool. That is most of a model's
-//! load time.
+//! the page faults for a gigabyte of weights, on one thread. Here the file
+//! is mapped and each tensor borrows its blocks from the mapping
+//! ([`crate::mapped`]): no copy at all. Where the file cannot be mapped, or
+//! a tensor's blocks are misaligned in it, the tensor is read once,
+//! straight into its final vector, in parallel on the current rayon pool.
 
 use crate::gemv::dispatch;
+use crate::mapped::MappedBlocks;
 use candle_core::quantized::gguf_file::{Content, TensorInfo};
 use candle_core::quantized::k_quants::{
     BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
@@ -15,14 +17,27 @@ use candle_core::quantized::k_quants::{
 };
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use half::{bf16, f16};
+use memmap2::Mmap;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::fs::File;
+use std::sync::Arc;
 
-/// The tensors named `names`, read from `file` (whose header is `content`).
-/// A missing or out-of-bounds tensor is an error naming it.
-pub(crate) fn read_tensors(
+/// The tensors named `names` of `file` (whose header is `content`), mapped
+/// where they can be. A missing or out-of-bounds tensor is an error naming
+/// it.
+pub(crate) fn load_tensors(
     file: &File,
+    content: &Content,
+    names: &[String],
+) -> Result<HashMap<String, QTensor>, String> {
+    tensors(file, map_file(file).as_ref(), content, names)
+}
+
+/// [`load_tensors`] from `map` where it is given, else from reads.
+fn tensors(
+    file: &File,
+    map: Option<&Arc<Mmap>>,
     content: &Content,
     names: &[String],
 ) -> Result<HashMap<String, QTensor>, String> {
@@ -34,15 +49,33 @@ pub(crate) fn read_tensors(
                 .tensor_infos
                 .get(name)
                 .ok_or_else(|| format!("tensor {name}: not in the file"))?;
-            read_tensor(file, info, content.tensor_data_offset, file_len)
+            read_tensor(file, map, info, content.tensor_data_offset, file_len)
                 .map(|t| (name.clone(), t))
                 .map_err(|e| format!("tensor {name}: {e}"))
         })
         .collect()
 }
 
+/// The whole file mapped read-only, or `None` where mapping fails (then the
+/// tensors are read).
+fn map_file(file: &File) -> Option<Arc<Mmap>> {
+    // SAFETY: a mapping's contents change if the file is written while it
+    // is mapped, and reading past a shortened file faults. The model cache
+    // only ever replaces a file by renaming a finished one over it, which
+    // leaves this mapping on the old file; a user's own model file is
+    // theirs not to rewrite under a running model, as with llama.cpp, which
+    // maps it too.
+    let map = unsafe { Mmap::map(file) }.ok()?;
+    // Start reading the whole file in the background where it is not in the
+    // page cache yet; the load's first pass over the weights then waits
+    // less.
+    let _ = map.advise(memmap2::Advice::WillNeed);
+    Some(Arc::new(map))
+}
+
 fn read_tensor(
     file: &File,
+    map: Option<&Arc<Mmap>>,
     info: &TensorInfo,
     data_offset: u64,
     file_len: u64,
@@ -65,9 +98,13 @@ fn read_tensor(
                 info.offset
             )
         })?;
+    let n = elems / block;
     macro_rules! read {
         ($t:ty) => {
-            QStorage::Cpu(Box::new(read_blocks::<$t>(file, start, elems / block)?))
+            match map.and_then(|m| MappedBlocks::<$t>::new(m, usize::try_from(start).ok()?, n)) {
+                Some(mapped) => QStorage::Cpu(Box::new(mapped)),
+                None => QStorage::Cpu(Box::new(read_blocks::<$t>(file, start, n)?)),
+            }
         };
     }
     let storage = dispatch!(dtype, read);
@@ -192,28 +229,62 @@ mod tests {
         );
         let (f, content) = written(&[("a", &a), ("b", &b), ("c", &c)]);
         let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-        let got = read_tensors(f.as_file(), &content, &names).unwrap();
+        let map = map_file(f.as_file()).expect("a temporary file maps");
+        let mapped = tensors(f.as_file(), Some(&map), &content, &names).unwrap();
+        let read = tensors(f.as_file(), None, &content, &names).unwrap();
         let mut file = f.reopen().unwrap();
+        let inside = map.as_ptr_range();
         for name in &names {
             let theirs = content.tensor(&mut file, name, &Device::Cpu).unwrap();
-            let ours = &got[name];
-            assert_eq!(ours.dtype(), theirs.dtype(), "{name}");
-            assert_eq!(ours.shape(), theirs.shape(), "{name}");
-            assert_eq!(bytes(ours), bytes(&theirs), "{name}");
+            for (how, ours) in [("mapped", &mapped[name]), ("read", &read[name])] {
+                assert_eq!(ours.dtype(), theirs.dtype(), "{name}, {how}");
+                assert_eq!(ours.shape(), theirs.shape(), "{name}, {how}");
+                assert_eq!(bytes(ours), bytes(&theirs), "{name}, {how}");
+            }
+            // The mapped tensor's blocks are the file's pages, not a copy.
+            let ptr = mapped[name].data().unwrap().as_ptr();
+            assert!(inside.contains(&ptr), "{name} is not in the mapping");
+            assert!(!inside.contains(&read[name].data().unwrap().as_ptr()));
         }
+    }
+
+    #[test]
+    fn mapped_weights_compute_as_read_ones() {
+        let w = quantized(GgmlDType::Q4K, 8, 512);
+        let (f, content) = written(&[("w", &w)]);
+        let names = ["w".to_string()];
+        let map = map_file(f.as_file()).unwrap();
+        let mut mapped = tensors(f.as_file(), Some(&map), &content, &names).unwrap();
+        let mut read = tensors(f.as_file(), None, &content, &names).unwrap();
+        let (mapped, read) = (mapped.remove("w").unwrap(), read.remove("w").unwrap());
+        let dense = |t: &QTensor| {
+            t.dequantize(&Device::Cpu)
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap()
+        };
+        assert_eq!(dense(&mapped), dense(&read));
+        let x: Vec<f32> = (0..2 * 512).map(|i| (i % 13) as f32 / 13.0).collect();
+        let x = Tensor::from_vec(x, (2, 512), &Device::Cpu).unwrap();
+        let product = |t: QTensor| {
+            let q = candle_core::quantized::QMatMul::from_qtensor(t).unwrap();
+            let y = candle_core::Module::forward(&q, &x).unwrap();
+            y.to_vec2::<f32>().unwrap()
+        };
+        assert_eq!(product(mapped), product(read));
     }
 
     #[test]
     fn a_missing_or_truncated_tensor_is_an_error_naming_it() {
         let a = quantized(GgmlDType::Q4K, 4, 256);
         let (f, content) = written(&[("a", &a)]);
-        let err = read_tensors(f.as_file(), &content, &["b".to_string()]).unwrap_err();
+        let err = load_tensors(f.as_file(), &content, &["b".to_string()]).unwrap_err();
         assert!(err.contains("tensor b"), "{err}");
         // Cut the file inside the tensor's data.
         let mut file = f.reopen().unwrap();
         let len = file.seek(SeekFrom::End(0)).unwrap();
         file.set_len(len - 100).unwrap();
-        let err = read_tensors(f.as_file(), &content, &["a".to_string()]).unwrap_err();
+        let err = load_tensors(f.as_file(), &content, &["a".to_string()]).unwrap_err();
         assert!(err.contains("tensor a") && err.contains("bytes"), "{err}");
     }
 }
