@@ -6,6 +6,7 @@ use crate::{Store, StoreError, SCHEMA_VERSION};
 use attest_protocol::{EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem};
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -343,11 +344,13 @@ impl StoredRun {
 
 /// The form an entry is stored in: raw outputs move to the artifact
 /// table (`put` stores one and names it) and the log keeps a reference.
-pub(crate) fn stored_form(
-    entry: &LogEntry,
+/// Every other entry is stored as it is, not copied: a run's `done` holds
+/// all its receipts.
+pub(crate) fn stored_form<'a>(
+    entry: &'a LogEntry,
     mut put: impl FnMut(u32, &str, &str) -> Result<String, StoreError>,
-) -> Result<LogEntry, StoreError> {
-    Ok(match entry {
+) -> Result<Cow<'a, LogEntry>, StoreError> {
+    Ok(Cow::Owned(match entry {
         LogEntry::Trace {
             trace: TraceRecord::RawOutput { step, raw },
         } => LogEntry::Trace {
@@ -365,8 +368,8 @@ pub(crate) fn stored_form(
                 raw: put(*step, "protocol_violation", raw)?,
             },
         },
-        other => other.clone(),
-    })
+        other => return Ok(Cow::Borrowed(other)),
+    }))
 }
 
 /// Whether the queue row read within an append's transaction (owner,

@@ -70,6 +70,15 @@ impl StoreLog {
             pending: Vec::new(),
         }
     }
+
+    /// Shows stored entries to the tap, if there is one.
+    fn show(&self, entries: &[LogEntry]) {
+        if let Some(tap) = &self.tap {
+            for entry in entries {
+                tap(&self.run_id, entry);
+            }
+        }
+    }
 }
 
 impl RunLog for StoreLog {
@@ -79,8 +88,19 @@ impl RunLog for StoreLog {
     }
 
     fn append_all(&mut self, entries: &[LogEntry]) -> Result<(), LogError> {
-        self.pending.extend_from_slice(entries);
-        self.flush()
+        if !self.pending.is_empty() {
+            self.pending.extend_from_slice(entries);
+            return self.flush();
+        }
+        // Nothing held: written from the caller's entries, and copied only
+        // to be held when the store refuses them (as `flush` holds its own).
+        let written = self.store.lock().append_all(&self.run_id, entries);
+        if let Err(e) = written {
+            self.pending.extend_from_slice(entries);
+            return Err(LogError::Store(e.to_string()));
+        }
+        self.show(entries);
+        Ok(())
     }
 
     fn flush(&mut self) -> Result<(), LogError> {
@@ -94,11 +114,7 @@ impl RunLog for StoreLog {
             .append_all(&self.run_id, &self.pending)
             .map_err(|e| LogError::Store(e.to_string()))?;
         let written = std::mem::take(&mut self.pending);
-        if let Some(tap) = &self.tap {
-            for entry in &written {
-                tap(&self.run_id, entry);
-            }
-        }
+        self.show(&written);
         Ok(())
     }
 }
@@ -154,6 +170,49 @@ mod tests {
         log.append(&item("five")).unwrap();
         drop(log);
         assert_eq!(stored(&store), 5, "dropping the log writes what it held");
+    }
+
+    #[test]
+    fn entries_the_store_refuses_are_held_and_written_by_the_next_flush() {
+        let store = SharedStore::new(SqliteStore::open_in_memory().unwrap());
+        let shown = Arc::new(Mutex::new(Vec::new()));
+        let tap: crate::telemetry::LogTap = {
+            let shown = Arc::clone(&shown);
+            Arc::new(move |run: &str, entry: &LogEntry| {
+                shown.lock().unwrap().push((run.to_string(), entry.clone()))
+            })
+        };
+        let mut log = StoreLog::new(store.clone(), "r1", Some(tap));
+        // Nothing held, and the run is not in the store yet: refused.
+        assert!(log.append_all(&[item("one"), item("two")]).is_err());
+        assert!(
+            shown.lock().unwrap().is_empty(),
+            "nothing stored, nothing shown"
+        );
+        store.lock().ensure_session("s1").unwrap();
+        store
+            .lock()
+            .begin_run(&attest_store::NewRun {
+                id: "r1".into(),
+                session_id: "s1".into(),
+                trace_id: "t1".into(),
+                prompt: "p".into(),
+                settings: serde_json::json!({}),
+                loop_version: "l".into(),
+                prompt_version: "p".into(),
+            })
+            .unwrap();
+        log.flush().unwrap();
+        assert_eq!(stored(&store), 2, "the refused entries were held");
+        log.append_all(&[item("three")]).unwrap();
+        assert_eq!(stored(&store), 3);
+        let shown: Vec<LogEntry> = shown
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, e)| e.clone())
+            .collect();
+        assert_eq!(shown, vec![item("one"), item("two"), item("three")]);
     }
 }
 

@@ -923,12 +923,15 @@ impl<'a> Run<'a> {
                 basis: basis.clone(),
             },
         });
-        entries.extend(events.iter().map(|event| LogEntry::Event {
-            event: event.clone(),
-        }));
+        // Moved, not copied: `done` carries every receipt of the run.
+        entries.extend(events.into_iter().map(|event| LogEntry::Event { event }));
         self.log.append_all(&entries)?;
         terminal.into_iter().for_each(|item| self.remember(item));
-        for event in std::mem::take(&mut self.unflushed).iter().chain(&events) {
+        let ended = entries.iter().filter_map(|entry| match entry {
+            LogEntry::Event { event } => Some(event),
+            _ => None,
+        });
+        for event in std::mem::take(&mut self.unflushed).iter().chain(ended) {
             (self.observer)(event);
         }
         Ok(RunOutcome {

@@ -176,7 +176,7 @@ fn append_in(
         let hash = head
             .prev()
             .map(|prev| chain::link(prev, run_id, &kind, &name, &body));
-        match &stored {
+        match &*stored {
             LogEntry::Item {
                 item:
                     TranscriptItem::ToolResult {
