@@ -209,3 +209,62 @@ fn a_local_json_run_streams_the_raw_response_as_delta_progress_events() {
         .count();
     assert_eq!(stored_deltas, 0);
 }
+
+/// `[provider] mmap = false` in the user's config reads the weights into
+/// memory instead of mapping the file: the run header says so, and the
+/// run works as with the default.
+#[test]
+fn mmap_false_in_the_user_config_reads_the_weights() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("attest.toml"),
+        "[provider]\nmax_tokens = 8\n\n[profiles.bare]\ntools = []\n",
+    )
+    .unwrap();
+    let run = |mmap: Option<bool>| {
+        let config_home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(config_home.path().join("attest")).unwrap();
+        let setting = mmap.map_or(String::new(), |m| format!("mmap = {m}\n"));
+        std::fs::write(
+            config_home.path().join("attest/config.toml"),
+            format!("[provider]\n{setting}"),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_attest"))
+            .args([
+                "run",
+                "--provider",
+                "local",
+                "--model",
+                "smollm2-135m-instruct-q4_1",
+                "--max-steps",
+                "1",
+                "--profile",
+                "bare",
+                "--timeout",
+                "600",
+                "-C",
+            ])
+            .arg(ws.path())
+            .arg("Say hello.")
+            .env_remove("ATTEST_LOCAL_MODEL")
+            .env_remove("ATTEST_MODEL")
+            .env_remove("ATTEST_PROVIDER")
+            .env("XDG_CONFIG_HOME", config_home.path())
+            .output()
+            .expect("run the attest binary");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_ne!(out.status.code(), Some(2), "set-up failed:\n{text}");
+        assert!(text.contains("local "), "no run header:\n{text}");
+        (out.status.code(), text)
+    };
+    let (read_code, read) = run(Some(false));
+    let (mapped_code, mapped) = run(None);
+    assert!(read.contains(", weights read)"), "{read}");
+    assert!(!mapped.contains("weights read"), "{mapped}");
+    assert_eq!(read_code, mapped_code, "read:\n{read}\nmapped:\n{mapped}");
+}

@@ -37,3 +37,4 @@ pub use fetch::{
 };
 pub use provider::{LocalConfig, LocalProvider};
 pub use session::{Finish, GenerateParams, Generation, LoadOptions, LocalModel};
+pub use weights::WeightLoading;

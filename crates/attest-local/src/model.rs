@@ -20,6 +20,7 @@
 //! there, so "rewind" is just a length.
 
 use crate::error::{LocalError, Result};
+use crate::weights::WeightLoading;
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 use std::path::Path;
@@ -196,9 +197,15 @@ pub(crate) fn catch<T>(
 }
 
 impl Model {
-    /// Load the weights. `max_context` caps the context (and the rotary
-    /// table); `None` takes the model's trained length, at most 32768.
-    pub fn load(gguf: &mut GgufFile, path: &Path, max_context: Option<usize>) -> Result<Model> {
+    /// Load the weights, mapped or read as `weights` says. `max_context`
+    /// caps the context (and the rotary table); `None` takes the model's
+    /// trained length, at most 32768.
+    pub fn load(
+        gguf: &mut GgufFile,
+        path: &Path,
+        max_context: Option<usize>,
+        weights: WeightLoading,
+    ) -> Result<Model> {
         let bad = |reason: String| LocalError::BadModel {
             path: path.to_path_buf(),
             reason,
@@ -246,8 +253,8 @@ impl Model {
         // Every tensor of the file, all at once; the ones the network takes
         // are looked up below, and a missing one is an error naming it.
         let names: Vec<String> = content.tensor_infos.keys().cloned().collect();
-        let loaded =
-            catch(|| crate::weights::load_tensors(&gguf.file, content, &names)).map_err(bad)?;
+        let loaded = catch(|| crate::weights::load_tensors(&gguf.file, content, &names, weights))
+            .map_err(bad)?;
         let loaded = std::cell::RefCell::new(loaded);
         let tensor = |name: &str| -> Result<QTensor> {
             loaded

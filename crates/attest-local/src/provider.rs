@@ -12,6 +12,7 @@
 use crate::error::{LocalError, Result};
 use crate::session::{Finish, GenerateParams, Generation, LoadOptions, LocalModel};
 use crate::template::ChatMessage;
+use crate::weights::WeightLoading;
 use async_trait::async_trait;
 use attest_protocol::{TranscriptItem, Usage};
 use attest_providers::tool_call_format::{self, ParseOptions};
@@ -49,6 +50,8 @@ pub struct LocalConfig {
     pub seed: u64,
     /// Directory of the on-disk prefix cache (`None`: off).
     pub prefix_cache_dir: Option<PathBuf>,
+    /// Map the weights from the file (default) or read them.
+    pub weights: WeightLoading,
 }
 
 impl LocalConfig {
@@ -61,6 +64,7 @@ impl LocalConfig {
             max_new_tokens: 1024,
             seed: 0x5eed,
             prefix_cache_dir: None,
+            weights: WeightLoading::default(),
         }
     }
 }
@@ -94,6 +98,7 @@ pub struct LocalProvider {
     threads: usize,
     load_time: Duration,
     context_limit: usize,
+    weights: WeightLoading,
 }
 
 impl LocalProvider {
@@ -123,6 +128,7 @@ impl LocalProvider {
                         &LoadOptions {
                             max_context: cfg_w.max_context,
                             prefix_cache_dir: cfg_w.prefix_cache_dir.clone(),
+                            weights: cfg_w.weights,
                         },
                     )
                 });
@@ -174,6 +180,7 @@ impl LocalProvider {
             next_call: AtomicU64::new(1),
             last,
             threads,
+            weights: cfg.weights,
             load_time,
             context_limit,
         })
@@ -186,6 +193,11 @@ impl LocalProvider {
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Whether the weights were mapped from the file or read.
+    pub fn weights(&self) -> WeightLoading {
+        self.weights
     }
 
     pub fn load_time(&self) -> Duration {

@@ -14,6 +14,7 @@ use crate::model::{GgufFile, Model, ModelConfig};
 use crate::prefix_store::PrefixStore;
 use crate::template::{ChatMessage, ChatTemplate};
 use crate::tokenizer::GgufTokenizer;
+use crate::weights::WeightLoading;
 use attest_protocol::ToolSpec;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,8 @@ pub struct LoadOptions {
     /// Directory of the on-disk prefix cache ([`PrefixStore`]); `None`:
     /// every process evaluates its first prompt in full.
     pub prefix_cache_dir: Option<PathBuf>,
+    /// Map the weights from the file (default) or read them.
+    pub weights: WeightLoading,
 }
 
 /// Shortest stable prefix worth storing on disk, in tokens.
@@ -141,7 +144,7 @@ impl LocalModel {
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default()
             });
-        let model = Model::load(&mut gguf, path, opts.max_context)?;
+        let model = Model::load(&mut gguf, path, opts.max_context, opts.weights)?;
         if tokenizer.vocab_size() > model.config().vocab_size + 1024 {
             return Err(LocalError::BadModel {
                 path: path.to_path_buf(),

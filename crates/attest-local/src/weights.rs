@@ -23,15 +23,34 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::sync::Arc;
 
+/// Where a loaded model's weights live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WeightLoading {
+    /// Borrowed from a read-only mapping of the file (the default): a load
+    /// costs the page tables only, and processes running the same model
+    /// share its pages.
+    #[default]
+    Map,
+    /// Read into memory of the process's own, on huge pages where the
+    /// kernel allows: a slower load (every page is fresh memory), and a
+    /// few per cent faster generation (fewer TLB misses).
+    Read,
+}
+
 /// The tensors named `names` of `file` (whose header is `content`), mapped
-/// where they can be. A missing or out-of-bounds tensor is an error naming
-/// it.
+/// or read as `how` says (read where mapping fails). A missing or
+/// out-of-bounds tensor is an error naming it.
 pub(crate) fn load_tensors(
     file: &File,
     content: &Content,
     names: &[String],
+    how: WeightLoading,
 ) -> Result<HashMap<String, QTensor>, String> {
-    tensors(file, map_file(file).as_ref(), content, names)
+    let map = match how {
+        WeightLoading::Map => map_file(file),
+        WeightLoading::Read => None,
+    };
+    tensors(file, map.as_ref(), content, names)
 }
 
 /// [`load_tensors`] from `map` where it is given, else from reads.
@@ -278,13 +297,25 @@ mod tests {
     fn a_missing_or_truncated_tensor_is_an_error_naming_it() {
         let a = quantized(GgmlDType::Q4K, 4, 256);
         let (f, content) = written(&[("a", &a)]);
-        let err = load_tensors(f.as_file(), &content, &["b".to_string()]).unwrap_err();
+        let err = load_tensors(
+            f.as_file(),
+            &content,
+            &["b".to_string()],
+            WeightLoading::Map,
+        )
+        .unwrap_err();
         assert!(err.contains("tensor b"), "{err}");
         // Cut the file inside the tensor's data.
         let mut file = f.reopen().unwrap();
         let len = file.seek(SeekFrom::End(0)).unwrap();
         file.set_len(len - 100).unwrap();
-        let err = load_tensors(f.as_file(), &content, &["a".to_string()]).unwrap_err();
+        let err = load_tensors(
+            f.as_file(),
+            &content,
+            &["a".to_string()],
+            WeightLoading::Map,
+        )
+        .unwrap_err();
         assert!(err.contains("tensor a") && err.contains("bytes"), "{err}");
     }
 }

@@ -7,7 +7,7 @@ use attest_local::fetch::{default_cache_dir, ensure_model, FetchOptions, SMOLLM2
 use attest_local::model::{Arch, GgufFile, Model};
 use attest_local::provider::{response_of, LocalConfig, LocalProvider};
 use attest_local::template::{ChatMessage, TemplateCaps};
-use attest_local::{Finish, GenerateParams, LoadOptions, LocalError, LocalModel};
+use attest_local::{Finish, GenerateParams, LoadOptions, LocalError, LocalModel, WeightLoading};
 use attest_protocol::{AssistantPhase, EffectClass, ReceiptStatus, ToolSpec, TranscriptItem};
 use attest_providers::{ModelProvider, ModelRequest};
 use serde_json::json;
@@ -237,6 +237,23 @@ fn greedy_generation_matches_the_golden_output() {
     );
 }
 
+/// Weights read into the process's memory (`mmap = false`) instead of
+/// mapped from the file (the default, which the golden test above uses)
+/// give the same greedy output.
+#[test]
+fn weights_read_instead_of_mapped_give_the_golden_output() {
+    let opts = LoadOptions {
+        weights: WeightLoading::Read,
+        ..Default::default()
+    };
+    let mut m = LocalModel::load(&model_path(), &opts).unwrap();
+    let prompt = golden_prompt(&m);
+    let g = m
+        .generate(&prompt, &greedy(24), &mut |_| {}, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(g.text, GOLDEN_OUTPUT);
+}
+
 /// The one-token decode step (plain loops over the blocks) and the
 /// tensor-op path a prompt takes compute the same function: the logits of a
 /// token run alone after the prompt match those of the same token run as
@@ -245,7 +262,7 @@ fn greedy_generation_matches_the_golden_output() {
 fn decode_step_agrees_with_the_prompt_path() {
     let path = model_path();
     let mut gguf = GgufFile::open(&path).unwrap();
-    let mut net = Model::load(&mut gguf, &path, Some(512)).unwrap();
+    let mut net = Model::load(&mut gguf, &path, Some(512), WeightLoading::Map).unwrap();
     // Chunks of several tokens take the batched path.
     net.set_stored_block_limit(0);
     let m = model();
@@ -291,7 +308,7 @@ fn assert_logits_agree(reference: &[f32], other: &[f32], what: &str) {
 fn a_short_prompt_on_the_stored_blocks_agrees_with_the_batched_path() {
     let path = model_path();
     let mut gguf = GgufFile::open(&path).unwrap();
-    let mut net = Model::load(&mut gguf, &path, Some(512)).unwrap();
+    let mut net = Model::load(&mut gguf, &path, Some(512), WeightLoading::Map).unwrap();
     let m = model();
     let prompt = golden_prompt(&m);
     drop(m);
@@ -505,7 +522,7 @@ fn a_restored_prefix_gives_the_same_logits_as_the_evaluated_one() {
     drop(m);
     let load = || {
         let mut gguf = GgufFile::open(&path).unwrap();
-        Model::load(&mut gguf, &path, Some(512)).unwrap()
+        Model::load(&mut gguf, &path, Some(512), WeightLoading::Map).unwrap()
     };
     let store = PrefixStore::new(dir.path(), &path).unwrap();
     let mut first = load();

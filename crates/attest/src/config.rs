@@ -196,6 +196,10 @@ pub struct ProviderSection {
     /// `local`: keep the system message's KV cache on disk for the next
     /// run (default: yes).
     pub prefix_cache: Option<bool>,
+    /// `local`: map the weights from the GGUF file (default: yes); `false`
+    /// reads them into the process's own memory: a slower load, slightly
+    /// faster generation.
+    pub mmap: Option<bool>,
     /// The model's context window in tokens, over the known-model table
     /// and a local GGUF's own `context_length`.
     pub context_window: Option<usize>,

@@ -377,16 +377,23 @@ mod local {
         if file.prefix_cache != Some(false) {
             cfg.prefix_cache_dir = default_prefix_cache_dir(&lookup);
         }
+        if file.mmap == Some(false) {
+            cfg.weights = attest_local::WeightLoading::Read;
+        }
         if let Some(t) = file.max_tokens {
             cfg.max_new_tokens = t as usize;
         }
         let provider = blocking(|| LocalProvider::load(cfg))
             .map_err(|e| Error::Config(format!("loading {}: {e}", path.display())))?;
         let label = format!(
-            "local {} ({}, {} threads)",
+            "local {} ({}, {} threads{})",
             provider.model(),
             path.display(),
-            provider.threads()
+            provider.threads(),
+            match provider.weights() {
+                attest_local::WeightLoading::Read => ", weights read",
+                attest_local::WeightLoading::Map => "",
+            }
         );
         resolved.model = Some(provider.model().to_string());
         resolved.model_path = Some(path);
