@@ -127,6 +127,12 @@ impl SqliteStore {
             .map_err(corrupt)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(corrupt)?;
+        // A run appends at the ends of its tables' trees, which a small page
+        // cache holds; SQLite's default (2 MiB) was the largest single item
+        // of a long run's heap, and pages it drops are still in the
+        // kernel's page cache.
+        conn.pragma_update(None, "cache_size", -1024)
+            .map_err(corrupt)?;
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(corrupt)?;
