@@ -125,30 +125,12 @@ fn a_local_json_run_streams_the_raw_response_as_delta_progress_events() {
     )
     .unwrap();
     let config_home = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_attest"))
-        .args([
-            "run",
-            "--provider",
-            "local",
-            "--model",
-            "smollm2-135m-instruct-q4_1",
-            "--json",
-            "--max-steps",
-            "1",
-            "--profile",
-            "bare",
-            "--timeout",
-            "600",
-            "-C",
-        ])
-        .arg(ws.path())
-        .arg("Say hello in one short sentence.")
-        .env_remove("ATTEST_LOCAL_MODEL")
-        .env_remove("ATTEST_MODEL")
-        .env_remove("ATTEST_PROVIDER")
-        .env("XDG_CONFIG_HOME", config_home.path())
-        .output()
-        .expect("run the attest binary");
+    let out = run_smollm(
+        ws.path(),
+        config_home.path(),
+        &["--json"],
+        "Say hello in one short sentence.",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     if out.status.code() == Some(2) {
@@ -230,29 +212,7 @@ fn mmap_false_in_the_user_config_reads_the_weights() {
             format!("[provider]\n{setting}"),
         )
         .unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_attest"))
-            .args([
-                "run",
-                "--provider",
-                "local",
-                "--model",
-                "smollm2-135m-instruct-q4_1",
-                "--max-steps",
-                "1",
-                "--profile",
-                "bare",
-                "--timeout",
-                "600",
-                "-C",
-            ])
-            .arg(ws.path())
-            .arg("Say hello.")
-            .env_remove("ATTEST_LOCAL_MODEL")
-            .env_remove("ATTEST_MODEL")
-            .env_remove("ATTEST_PROVIDER")
-            .env("XDG_CONFIG_HOME", config_home.path())
-            .output()
-            .expect("run the attest binary");
+        let out = run_smollm(ws.path(), config_home.path(), &[], "Say hello.");
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -267,4 +227,28 @@ fn mmap_false_in_the_user_config_reads_the_weights() {
     assert!(read.contains(", weights read)"), "{read}");
     assert!(!mapped.contains("weights read"), "{mapped}");
     assert_eq!(read_code, mapped_code, "read:\n{read}\nmapped:\n{mapped}");
+}
+
+/// One step of `attest run` on SmolLM2 in `ws`, with no tools (the
+/// workspace's `bare` profile) and the user's config under `config_home`.
+fn run_smollm(
+    ws: &std::path::Path,
+    config_home: &std::path::Path,
+    extra: &[&str],
+    prompt: &str,
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_attest"))
+        .args(["run", "--provider", "local"])
+        .args(["--model", "smollm2-135m-instruct-q4_1"])
+        .args(["--max-steps", "1", "--profile", "bare", "--timeout", "600"])
+        .args(extra)
+        .arg("-C")
+        .arg(ws)
+        .arg(prompt)
+        .env_remove("ATTEST_LOCAL_MODEL")
+        .env_remove("ATTEST_MODEL")
+        .env_remove("ATTEST_PROVIDER")
+        .env("XDG_CONFIG_HOME", config_home)
+        .output()
+        .expect("run the attest binary")
 }

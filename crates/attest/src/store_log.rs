@@ -144,9 +144,9 @@ mod tests {
         store.lock().entries("r1").map(|e| e.len()).unwrap_or(0)
     }
 
-    #[test]
-    fn entries_are_held_until_a_flush_and_written_on_drop() {
-        let store = SharedStore::new(SqliteStore::open_in_memory().unwrap());
+    /// Run `r1` of session `s1`, begun in `store`.
+    fn begin_run(store: &SharedStore) {
+        store.lock().ensure_session("s1").unwrap();
         let run = attest_store::NewRun {
             id: "r1".into(),
             session_id: "s1".into(),
@@ -156,8 +156,13 @@ mod tests {
             loop_version: "l".into(),
             prompt_version: "p".into(),
         };
-        store.lock().ensure_session("s1").unwrap();
         store.lock().begin_run(&run).unwrap();
+    }
+
+    #[test]
+    fn entries_are_held_until_a_flush_and_written_on_drop() {
+        let store = SharedStore::new(SqliteStore::open_in_memory().unwrap());
+        begin_run(&store);
         let mut log = StoreLog::new(store.clone(), "r1", None);
         log.append(&item("one")).unwrap();
         log.append(&item("two")).unwrap();
@@ -189,19 +194,7 @@ mod tests {
             shown.lock().unwrap().is_empty(),
             "nothing stored, nothing shown"
         );
-        store.lock().ensure_session("s1").unwrap();
-        store
-            .lock()
-            .begin_run(&attest_store::NewRun {
-                id: "r1".into(),
-                session_id: "s1".into(),
-                trace_id: "t1".into(),
-                prompt: "p".into(),
-                settings: serde_json::json!({}),
-                loop_version: "l".into(),
-                prompt_version: "p".into(),
-            })
-            .unwrap();
+        begin_run(&store);
         log.flush().unwrap();
         assert_eq!(stored(&store), 2, "the refused entries were held");
         log.append_all(&[item("three")]).unwrap();
