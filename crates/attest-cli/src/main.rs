@@ -92,10 +92,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // A run drives one model connection and one tool at a time: on a
+    // single thread its wake-ups stay in the process instead of crossing
+    // threads through the kernel each step. The local model computes on
+    // threads of its own, and MCP clients on a runtime of their own.
+    // Front ends that serve many clients at once keep a worker pool.
+    let single = matches!(cli.command, Command::Run(_) | Command::Resume(_));
+    let runtime = match async_runtime(single) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("attest: cannot start the async runtime: {e}");
@@ -103,9 +106,9 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run(args) => on_worker(&runtime, run_cmd::run(args)),
+        Command::Run(args) => runtime.block_on(run_cmd::run(args)),
         Command::Chat(args) => runtime.block_on(chat_cmd::chat(args)),
-        Command::Resume(args) => on_worker(&runtime, run_cmd::resume(args)),
+        Command::Resume(args) => runtime.block_on(run_cmd::resume(args)),
         Command::Sessions(args) => report(inspect::sessions(args)),
         Command::Runs(args) => report(inspect::runs(args)),
         Command::Trace(args) => report(inspect::trace(args)),
@@ -123,19 +126,14 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Drives a run on one of the runtime's worker threads instead of the main
-/// thread: the tasks it spawns and wakes each step (the model connection,
-/// the tool) are then queued on the same worker and run there, without
-/// waking another thread through the kernel. A panic is passed on as is.
-fn on_worker(
-    runtime: &tokio::runtime::Runtime,
-    run: impl std::future::Future<Output = u8> + Send + 'static,
-) -> u8 {
-    match runtime.block_on(runtime.spawn(run)) {
-        Ok(code) => code,
-        // Nothing aborts the task, so its error is a panic: passed on as is.
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
+/// A current-thread runtime when `single`, else a multi-thread one.
+fn async_runtime(single: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if single {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    builder.enable_all().build()
 }
 
 fn report(result: anyhow::Result<()>) -> u8 {

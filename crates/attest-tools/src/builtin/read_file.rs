@@ -7,7 +7,7 @@ use attest_core::text::truncate_str;
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
+use std::io::Read;
 
 pub(crate) struct ReadFile {
     spec: ToolSpec,
@@ -62,21 +62,23 @@ impl Tool for ReadFile {
             Err(out) => return *out,
         };
         let rel = ctx.workspace.display(&path);
-        let meta = match tokio::fs::metadata(&path).await {
-            Ok(m) => m,
-            Err(e) => return ToolOutput::error(format!("cannot read `{rel}`: {e}")),
-        };
-        if meta.is_dir() {
-            return ToolOutput::error(format!(
-                "`{rel}` is a directory, not a file; use list_dir to see its entries"
-            ));
-        }
-        if !meta.is_file() {
-            // A FIFO or device would block or never end.
-            return ToolOutput::error(format!("`{rel}` is not a regular file"));
-        }
-        let (head, total, sha256) = match read_hashed(&path).await {
-            Ok(r) => r,
+        // One hop to the blocking pool for the whole read: each `tokio::fs`
+        // call is a hop of its own, waking threads through the kernel.
+        let read = tokio::task::spawn_blocking(move || read_regular(&path)).await;
+        let (head, total, sha256) = match read {
+            Ok(Ok(r)) => r,
+            Ok(Err(ReadError::Directory)) => {
+                return ToolOutput::error(format!(
+                    "`{rel}` is a directory, not a file; use list_dir to see its entries"
+                ))
+            }
+            Ok(Err(ReadError::NotRegular)) => {
+                // A FIFO or device would block or never end.
+                return ToolOutput::error(format!("`{rel}` is not a regular file"));
+            }
+            Ok(Err(ReadError::Io(e))) => {
+                return ToolOutput::error(format!("cannot read `{rel}`: {e}"))
+            }
             Err(e) => return ToolOutput::error(format!("cannot read `{rel}`: {e}")),
         };
         let text = String::from_utf8_lossy(&head);
@@ -101,19 +103,43 @@ impl Tool for ReadFile {
     }
 }
 
-/// Streams the file: hashes all of it, keeps only the head, so a large file
-/// costs no more memory than a small one.
-async fn read_hashed(path: &std::path::Path) -> std::io::Result<(Vec<u8>, u64, String)> {
+enum ReadError {
+    Directory,
+    NotRegular,
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for ReadError {
+    fn from(e: std::io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+/// Checks that `path` is a regular file, then streams it: hashes all of it,
+/// keeps only the head, so a large file costs no more memory than a small
+/// one.
+fn read_regular(path: &std::path::Path) -> Result<(Vec<u8>, u64, String), ReadError> {
     // A few bytes past the limit, so a multi-byte char cut at the limit is
     // decoded whole or dropped by the char-boundary truncation.
     const KEEP: usize = OUTPUT_LIMIT + 4;
-    let mut file = tokio::fs::File::open(path).await?;
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        return Err(ReadError::Directory);
+    }
+    if !meta.is_file() {
+        return Err(ReadError::NotRegular);
+    }
+    let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut head = Vec::new();
     let mut total: u64 = 0;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = file.read(&mut buf).await?;
+        let n = match file.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
         if n == 0 {
             break;
         }
@@ -217,6 +243,37 @@ mod tests {
         let out = ReadFile::new().execute(json!({"path": "d"}), &ctx).await;
         assert!(!out.success);
         assert!(out.output.contains("is a directory"), "{}", out.output);
+    }
+
+    #[tokio::test]
+    async fn a_fifo_is_refused_not_opened() {
+        let (dir, ctx) = context();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Opening a FIFO with no writer blocks: the bound turns a hang into
+        // a failure, and a writer then frees the blocked thread.
+        let Ok(out) = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            ReadFile::new().execute(json!({"path": "pipe"}), &ctx),
+        )
+        .await
+        else {
+            drop(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.path().join("pipe")),
+            );
+            panic!("read_file opened the FIFO and blocked");
+        };
+        assert!(!out.success);
+        assert!(
+            out.output.contains("is not a regular file"),
+            "{}",
+            out.output
+        );
     }
 
     #[tokio::test]
