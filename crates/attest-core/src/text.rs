@@ -2,10 +2,45 @@
 //! records and tool implementations.
 
 use sha2::{Digest, Sha256};
+use std::io::Read;
 
 /// Hex sha256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+/// What [`read_hashed_head`] read: the first bytes, the whole length and
+/// the whole hex sha256.
+pub struct HashedHead {
+    pub head: Vec<u8>,
+    pub total: u64,
+    pub sha256: String,
+}
+
+/// Reads `reader` to its end, hashing all of it but keeping only the first
+/// `keep` bytes, so a large file costs no more memory than a small one.
+pub fn read_hashed_head(mut reader: impl Read, keep: usize) -> std::io::Result<HashedHead> {
+    let mut hasher = Sha256::new();
+    let mut head = Vec::new();
+    let mut total: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        total += n as u64;
+        let room = keep.saturating_sub(head.len());
+        head.extend_from_slice(&buf[..n.min(room)]);
+    }
+    Ok(HashedHead {
+        head,
+        total,
+        sha256: hex::encode(hasher.finalize()),
+    })
 }
 
 /// The longest prefix of `s` that is at most `max` bytes and ends on a char
@@ -70,6 +105,18 @@ mod tests {
         assert_eq!(captured_text(b" hi \n", 5, 100), "hi");
         let out = captured_text(b"abc", 10, 100);
         assert!(out.contains("output was 10 bytes"), "{out}");
+    }
+
+    #[test]
+    fn hashed_head_hashes_everything_and_keeps_only_the_head() {
+        // Longer than one 64 KiB read, so the hash spans several reads.
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let read = read_hashed_head(&data[..], 10).unwrap();
+        assert_eq!(read.head, &data[..10]);
+        assert_eq!(read.total, 200_000);
+        assert_eq!(read.sha256, sha256_hex(&data));
+        let whole = read_hashed_head(&data[..5], 10).unwrap();
+        assert_eq!((whole.head.as_slice(), whole.total), (&data[..5], 5));
     }
 
     #[test]

@@ -200,7 +200,7 @@ fn check(file: &SkillFile) -> Result<SkillMeta, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::workspace_files::sha256_hex;
+    use crate::text::sha256_hex;
     use std::os::unix::fs::symlink;
 
     fn write(root: &Path, rel: &str, content: &str) {

@@ -4,10 +4,9 @@
 //! the model, not policy: nothing in them can loosen what the harness enforces
 //! in code.
 
+use crate::text::{read_hashed_head, HashedHead};
 use crate::tool::{Workspace, WorkspaceError};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::Path;
 
 /// The workspace files, in prompt order.
@@ -185,10 +184,6 @@ pub(crate) fn open_workspace(root: &Path) -> Result<Workspace, ContextError> {
     })
 }
 
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
 fn read_layer(name: &str, path: &Path, limits: &FileLimits) -> Result<Option<Layer>, ContextError> {
     let io = |source| ContextError::Io {
         path: name.to_string(),
@@ -204,22 +199,13 @@ fn read_layer(name: &str, path: &Path, limits: &FileLimits) -> Result<Option<Lay
     // Hash the whole file but keep only what can be shown (plus a few bytes
     // so a char cut at the limit decodes whole): a huge file costs no memory.
     let keep = limits.max_bytes.saturating_add(4);
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut hasher = Sha256::new();
-    let mut head = Vec::new();
-    let mut total: usize = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        total = total.saturating_add(n);
-        let room = keep.saturating_sub(head.len());
-        head.extend_from_slice(&buf[..n.min(room)]);
-    }
-    let sha256 = hex::encode(hasher.finalize());
+    let file = std::fs::File::open(path).map_err(io)?;
+    let HashedHead {
+        head,
+        total,
+        sha256,
+    } = read_hashed_head(file, keep).map_err(io)?;
+    let total = usize::try_from(total).unwrap_or(usize::MAX);
     let cut_on_read = total > head.len();
     let (text, lossy) = match std::str::from_utf8(&head) {
         Ok(s) => (s.to_string(), false),
@@ -286,6 +272,7 @@ fn cut_at_char_boundary(s: &str, max: usize) -> (&str, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::sha256_hex;
     use std::os::unix::fs::symlink;
 
     fn load(dir: &Path) -> WorkspaceFiles {

@@ -66,8 +66,7 @@ pub(crate) fn tool_result(
             input_fingerprint: "f".into(),
             evidence: Evidence {
                 path: path.map(String::from),
-                sha256: path
-                    .map(|_| crate::context::workspace_files::sha256_hex(output.as_bytes())),
+                sha256: path.map(|_| crate::text::sha256_hex(output.as_bytes())),
                 exit_code: path.is_none().then_some(0),
                 ..Default::default()
             },

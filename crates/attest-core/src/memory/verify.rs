@@ -5,7 +5,7 @@
 //! again.
 
 use crate::context::skills::SkillMeta;
-use crate::context::workspace_files::sha256_hex;
+use crate::text::sha256_hex;
 use crate::tool::Workspace;
 use attest_protocol::{MemoryDecision, MemoryItem, MemoryProvenance, MemoryStatus};
 use std::path::Path;

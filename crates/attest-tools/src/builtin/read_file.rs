@@ -3,11 +3,9 @@
 use super::{parse_args, resolve_observed, OUTPUT_LIMIT};
 use crate::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
-use attest_core::text::truncate_str;
+use attest_core::text::{read_hashed_head, truncate_str, HashedHead};
 use attest_protocol::{EffectClass, Evidence, Permission, ToolSpec};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
-use std::io::Read;
 
 pub(crate) struct ReadFile {
     spec: ToolSpec,
@@ -65,7 +63,11 @@ impl Tool for ReadFile {
         // One hop to the blocking pool for the whole read: each `tokio::fs`
         // call is a hop of its own, waking threads through the kernel.
         let read = tokio::task::spawn_blocking(move || read_regular(&path)).await;
-        let (head, total, sha256) = match read {
+        let HashedHead {
+            head,
+            total,
+            sha256,
+        } = match read {
             Ok(Ok(r)) => r,
             Ok(Err(ReadError::Directory)) => {
                 return ToolOutput::error(format!(
@@ -115,10 +117,9 @@ impl From<std::io::Error> for ReadError {
     }
 }
 
-/// Checks that `path` is a regular file, then streams it: hashes all of it,
-/// keeps only the head, so a large file costs no more memory than a small
-/// one.
-fn read_regular(path: &std::path::Path) -> Result<(Vec<u8>, u64, String), ReadError> {
+/// Checks that `path` is a regular file, then reads it hashed, keeping
+/// only the head.
+fn read_regular(path: &std::path::Path) -> Result<HashedHead, ReadError> {
     // A few bytes past the limit, so a multi-byte char cut at the limit is
     // decoded whole or dropped by the char-boundary truncation.
     const KEEP: usize = OUTPUT_LIMIT + 4;
@@ -129,26 +130,7 @@ fn read_regular(path: &std::path::Path) -> Result<(Vec<u8>, u64, String), ReadEr
     if !meta.is_file() {
         return Err(ReadError::NotRegular);
     }
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut head = Vec::new();
-    let mut total: u64 = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        };
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        total += n as u64;
-        let room = KEEP.saturating_sub(head.len());
-        head.extend_from_slice(&buf[..n.min(room)]);
-    }
-    Ok((head, total, hex::encode(hasher.finalize())))
+    Ok(read_hashed_head(std::fs::File::open(path)?, KEEP)?)
 }
 
 #[cfg(test)]
