@@ -664,16 +664,22 @@ impl<'a> Run<'a> {
             PROTOCOL_PLACEHOLDER,
             crate::prompt::base_system_prompt(),
         ];
-        // What the harness only relays: the user's words, the model's arguments.
+        // What the harness only relays: the user's words, the model's
+        // arguments, also in the short form fact lines quote them in.
         let mut relayed: Vec<&str> = Vec::new();
+        let mut summaries: Vec<String> = Vec::new();
         for item in self.cfg.prior_history.iter().chain(&self.items) {
             match item {
                 TranscriptItem::HarnessMessage { text, .. } => harness.push(text),
                 TranscriptItem::UserInput { text } => relayed.push(text),
-                TranscriptItem::ToolCall { arguments, .. } => relayed.push(arguments),
+                TranscriptItem::ToolCall { arguments, .. } => {
+                    relayed.push(arguments);
+                    summaries.push(arguments_summary(arguments));
+                }
                 _ => {}
             }
         }
+        relayed.extend(summaries.iter().map(String::as_str));
         if let Some((reminder, _)) = &self.pending_reminder {
             harness.push(reminder);
         }

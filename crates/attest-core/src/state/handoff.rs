@@ -7,11 +7,22 @@
 use super::AgentState;
 use attest_protocol::{CompletionContract, EvidenceType, StateItemType, TranscriptItem};
 
-/// A short form of a call's arguments for state lines.
+/// A short form of a call's arguments for state lines. A call with one
+/// string argument (a path, a command) shows that string alone, still
+/// JSON-quoted so a line can always tell the model's text from the
+/// harness's; anything else shows its JSON. At most 120 characters.
 pub(crate) fn summary(arguments: &str) -> String {
-    match arguments.char_indices().nth(120) {
-        Some((cut, _)) => format!("{}…", &arguments[..cut]),
-        None => arguments.to_string(),
+    let lone = match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(map)) if map.len() == 1 => match map.into_iter().next() {
+            Some((_, value @ serde_json::Value::String(_))) => Some(value.to_string()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let text = lone.as_deref().unwrap_or(arguments);
+    match text.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
     }
 }
 

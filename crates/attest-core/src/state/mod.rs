@@ -147,7 +147,7 @@ impl AgentState {
                 let key = failure_key(receipt);
                 self.supersede(self.active.with_fingerprint(&key).collect());
                 if receipt.effect == EffectClass::Observe || receipt.evidence.absent.is_some() {
-                    let content = format!("{what}: {}", evidence_summary(receipt));
+                    let content = format!("{what}: {}", evidence_summary(receipt, &what));
                     let fact = self.item(
                         StateItemType::ConfirmedFact,
                         &content,
@@ -157,7 +157,7 @@ impl AgentState {
                     );
                     let _ = self.add(fact);
                 } else {
-                    let content = format!("{what} succeeded: {}", evidence_summary(receipt));
+                    let content = format!("{what} succeeded: {}", evidence_summary(receipt, &what));
                     let fact = self.item(
                         StateItemType::ConfirmedFact,
                         &content,
@@ -270,7 +270,11 @@ fn failure_key(receipt: &Receipt) -> String {
     format!("{}:{}", receipt.tool_name, receipt.input_fingerprint)
 }
 
-fn evidence_summary(receipt: &Receipt) -> String {
+/// The receipt's evidence in a few words. `call` is how the line already
+/// names the call: a path it quotes as an argument, exactly, is not
+/// repeated. No digest: a dozen hex digits cost as many tokens as the rest
+/// of a line and tell the model nothing; the receipt keeps the whole one.
+fn evidence_summary(receipt: &Receipt, call: &str) -> String {
     let e = &receipt.evidence;
     let mut parts = Vec::new();
     if e.absent == Some(true) {
@@ -278,11 +282,12 @@ fn evidence_summary(receipt: &Receipt) -> String {
             "{} does not exist",
             e.path.as_deref().unwrap_or("the target")
         ));
-    } else if let Some(p) = &e.path {
+    } else if let Some(p) = e
+        .path
+        .as_ref()
+        .filter(|p| !call.contains(&serde_json::Value::from(p.as_str()).to_string()))
+    {
         parts.push(format!("path {p}"));
-    }
-    if let Some(h) = &e.sha256 {
-        parts.push(format!("sha256 {}", &h[..h.len().min(12)]));
     }
     if let Some(s) = e.size_bytes {
         parts.push(format!("{s} bytes"));

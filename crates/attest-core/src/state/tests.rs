@@ -291,3 +291,38 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_lone_string_argument_is_quoted_alone_and_neither_its_path_nor_a_hash_is_repeated() {
+    use super::handoff::summary;
+    assert_eq!(summary(r#"{"path":"config.toml"}"#), r#""config.toml""#);
+    // Control characters stay escaped: a line stays one line.
+    assert_eq!(summary(r#"{"command":"ls\nrm x"}"#), r#""ls\nrm x""#);
+    for kept in [
+        r#"{"path":"config.toml","pattern":"port"}"#,
+        r#"{"count":3}"#,
+        "not json",
+    ] {
+        assert_eq!(summary(kept), kept);
+    }
+    assert!(summary(&format!(r#"{{"path":"{}"}}"#, "a".repeat(300))).ends_with('…'));
+
+    let mut state = AgentState::with_goal("find the port", "user_input");
+    let ok = receipt("c1", "read_file", ReceiptStatus::Ok, "fp1");
+    state.on_receipt(&ok, &summary(r#"{"path":"config.toml"}"#), true);
+    // The evidence path differs from what the call named: it is shown.
+    let mut moved = receipt("c2", "read_file", ReceiptStatus::Ok, "fp2");
+    moved.evidence.path = Some("config.toml".into());
+    state.on_receipt(&moved, &summary(r#"{"path":"./config.toml"}"#), true);
+    // No hash either: twelve hex digits cost about as many tokens as the
+    // rest of the line, and the receipt keeps the whole digest.
+    let tail = render_tail(&state, &TailBudget::default()).text;
+    assert!(
+        tail.contains("- read_file \"config.toml\": completed [c1]"),
+        "{tail}"
+    );
+    assert!(
+        tail.contains("- read_file \"./config.toml\": path config.toml [c2]"),
+        "{tail}"
+    );
+}
