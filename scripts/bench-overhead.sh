@@ -26,7 +26,8 @@
 #
 # Usage: scripts/bench-overhead.sh [STEPS...]   (default: 100 500)
 # Set ATTEST_BENCH_NO_BUILD=1 to reuse the build, ATTEST_BENCH_PROFILE to
-# measure another cargo profile than `release` (`release-lto`).
+# measure another cargo profile than `release` (`release-lto`), and
+# ATTEST_BENCH_SERIES=DIR to keep each run's per-step moments there as JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps_list=("${@:-100 500}")
@@ -103,6 +104,18 @@ def one(wire, stream, steps):
             per_step.append((wire_times[k + 1][0] - wire_times[k][1] - tool) / 1000.0)
             whole.append((times[k + 1][0] - times[k][1] - tool) / 1000.0)
         startup = (wire_times[0][0] - started * 1_000_000) / 1000.0
+        series = os.environ.get("ATTEST_BENCH_SERIES")
+        if series:
+            # Each step's moments, in µs of the wall clock both processes read.
+            os.makedirs(series, exist_ok=True)
+            moments = [{"response_sent": wire_times[k][1],
+                        "tool_started": micros(r["started_at"]),
+                        "tool_finished": micros(r["finished_at"]),
+                        "next_request": wire_times[k + 1][0]}
+                       for k, r in enumerate(receipts)]
+            name = f"{wire}-{'stream' if stream else 'plain'}-{steps}-{int(started)}.json"
+            with open(f"{series}/{name}", "w") as f:
+                json.dump(moments, f)
         return per_step, whole, rss_kb, startup
 
 def ratio(xs):
