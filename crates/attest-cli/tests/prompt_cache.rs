@@ -189,25 +189,52 @@ async fn prompt_cache_off_sends_no_hints() {
     }
 }
 
+/// Tokens (as the emulated cache counts them: JSON bytes / 4) of a
+/// request's state tail, its last message (OpenAI) or last block (Anthropic).
+fn tail_tokens(body: &Value) -> u64 {
+    let last = &body["messages"].as_array().unwrap().last().unwrap();
+    let tail = match &last["content"] {
+        Value::Array(blocks) => blocks.last().unwrap(),
+        _ => last,
+    };
+    if !tail.to_string().contains("[attest] Reference data") {
+        return 0;
+    }
+    tail.to_string().len().div_ceil(4) as u64
+}
+
 /// The share of input tokens inside a prefix the provider has cached, over
 /// a 50-step run, for both wire formats: printed for tiny results (216
 /// bytes, where the state tail resent after them weighs most) and
 /// file-sized ones (2 KB), where it must reach the issue's 90%. Each step
 /// reads back at least everything the step before it read.
+///
+/// Also printed, and at least 90% at either size: the share before the
+/// state tail, which is the part of each request inside a cacheable prefix
+/// (marked on Anthropic's wire, automatic on OpenAI's). The difference is
+/// each step's newest call and result, cached by that step's request and
+/// read back by the next.
 #[tokio::test]
 async fn a_fifty_step_run_keeps_its_input_in_a_cached_prefix() {
     for v in [VARIANTS[0], VARIANTS[2]] {
         for lines in [8, 76] {
             let ws = TestWorkspace::new();
-            let (_, r) = reading_run_sized(v, &ws, 49, lines, &[]).await;
+            let (model, r) = reading_run_sized(v, &ws, 49, lines, &[]).await;
             let usage = &r.done()["usage"];
             let input = usage["input_tokens"].as_u64().unwrap();
             let cached = usage["cached_input_tokens"].as_u64().unwrap();
             let share = cached as f64 / input as f64;
+            let tails: u64 = model.requests().iter().map(tail_tokens).sum();
             println!(
-                "{v:?}, results of {} bytes: {cached} of {input} input tokens cached ({:.1}%)",
+                "{v:?}, results of {} bytes: {cached} of {input} input tokens cached ({:.1}%); \
+                 {:.1}% before the state tail",
                 lines * 27,
-                share * 100.0
+                share * 100.0,
+                100.0 - tails as f64 * 100.0 / input as f64
+            );
+            assert!(
+                tails > 0 && tails * 10 <= input,
+                "{v:?}: tails {tails} of {input}"
             );
             let reads: Vec<u64> = traces(&ws, "response")
                 .iter()
