@@ -22,7 +22,8 @@
 # every request whole, which at 500 steps costs it a few milliseconds per
 # request, and letting it take any core made attest's late steps slower by
 # the server's growing work, not attest's. ATTEST_BENCH_NO_PIN=1 lets the
-# server run on every CPU too.
+# server run on every CPU too; ATTEST_BENCH_PIN_ATTEST=1 keeps attest off
+# the server's CPU.
 #
 # Usage: scripts/bench-overhead.sh [STEPS...]   (default: 100 500)
 # Set ATTEST_BENCH_NO_BUILD=1 to reuse the build, ATTEST_BENCH_PROFILE to
@@ -60,7 +61,9 @@ def micros(ts):
 cpus = sorted(os.sched_getaffinity(0))
 pin = len(cpus) >= 2 and not os.environ.get("ATTEST_BENCH_NO_PIN")
 server_cpus = cpus[-1:] if pin else cpus
-print(f"model server on CPU {server_cpus}, attest on CPU {cpus}", file=sys.stderr)
+# Optionally attest on the other CPUs only, so the two never share one.
+attest_cpus = cpus[:-1] if pin and os.environ.get("ATTEST_BENCH_PIN_ATTEST") else cpus
+print(f"model server on CPU {server_cpus}, attest on CPU {attest_cpus}", file=sys.stderr)
 
 def one(wire, stream, steps):
     with tempfile.TemporaryDirectory() as ws:
@@ -85,7 +88,8 @@ def one(wire, stream, steps):
                "--max-steps", str(steps), "-C", ws, "Read every file."]
         env = dict(os.environ, XDG_CONFIG_HOME=home)
         started = time.time()
-        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                             preexec_fn=lambda: os.sched_setaffinity(0, attest_cpus))
         srv.wait(timeout=60)
         violations = open(f"{out}/violations").read()
         times = json.load(open(f"{out}/times.json"))

@@ -1012,3 +1012,50 @@ async fn each_request_carries_the_same_item_allocations_as_the_one_before() {
         )));
     }
 }
+
+/// Each request's trace says what its context is made of in bytes; the
+/// figures come from sums kept as the run grows, so check them against the
+/// request actually sent and the items logged before it.
+#[tokio::test]
+async fn request_traces_size_their_context_sources_exactly() {
+    let mut responses: Vec<serde_json::Value> = (0..6)
+        .map(|i| {
+            serde_json::json!({
+                "tool_calls": [{"name": "grep", "arguments": {"pattern": format!("answer|{i}")}}]
+            })
+        })
+        .collect();
+    responses.push(serde_json::json!({"text": "notes.txt says 42."}));
+    let h = harness(&serde_json::Value::Array(responses).to_string(), false);
+    let (outcome, log, _) = run(&h, ContractKind::Observe, "What does notes.txt say?").await;
+    assert_eq!(outcome.state, TerminalState::Completed);
+    let requests = h.provider.requests();
+    let mut items: Vec<TranscriptItem> = Vec::new();
+    let mut checked = 0;
+    for entry in &log.entries {
+        match entry {
+            LogEntry::Item { item } => items.push(item.clone()),
+            LogEntry::Trace {
+                trace:
+                    attest_protocol::TraceRecord::Request {
+                        context_sources, ..
+                    },
+            } => {
+                let bytes = |name: &str| {
+                    let s = context_sources.iter().find(|s| s.name == name).unwrap();
+                    (s.items, s.bytes)
+                };
+                let sent = &requests[checked];
+                let tools_json = serde_json::to_vec(&sent.tools).unwrap();
+                assert_eq!(bytes("tools"), (sent.tools.len(), tools_json.len()));
+                let run_json = serde_json::to_string(&items).unwrap();
+                assert_eq!(bytes("run_transcript"), (items.len(), run_json.len()));
+                assert_eq!(bytes("session_history"), (0, 2));
+                checked += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(checked, requests.len());
+    assert_eq!(checked, 7);
+}

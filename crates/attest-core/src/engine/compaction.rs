@@ -7,7 +7,7 @@
 //! Call/result pairs are never split.
 
 use super::run::Run;
-use super::{prefix_hash, EngineError};
+use super::{prefix_digest, EngineError};
 use crate::provider::pairing;
 use crate::state::count_tokens;
 use attest_protocol::{
@@ -213,7 +213,12 @@ fn summary_message(summary: &str) -> TranscriptItem {
 
 /// Bytes of a JSON array of items of these sizes, as `serde_json` writes it.
 pub(super) fn array_bytes(sizes: &[ItemCache]) -> usize {
-    2 + sizes.iter().map(|s| s.bytes).sum::<usize>() + sizes.len().saturating_sub(1)
+    json_array_bytes(sizes.len(), sizes.iter().map(|s| s.bytes).sum())
+}
+
+/// Bytes of a JSON array of `count` items of `sum` bytes in all.
+pub(super) fn json_array_bytes(count: usize, sum: usize) -> usize {
+    2 + sum + count.saturating_sub(1)
 }
 
 /// First line of every compaction summary.
@@ -339,18 +344,19 @@ impl Run<'_> {
     /// it depends on changed.
     pub(super) fn current_prefix_hash(&mut self) -> String {
         let tools = self.visible_tools();
-        self.prefix_hash_of(&tools)
+        self.prefix_of(&tools).0
     }
 
-    /// The prefix hash with exactly `tools` (the ones a request is sent).
-    pub(super) fn prefix_hash_of(&mut self, tools: &[ToolSpec]) -> String {
+    /// The prefix hash with exactly `tools` (the ones a request is sent),
+    /// and their serialized size in bytes.
+    pub(super) fn prefix_of(&mut self, tools: &[ToolSpec]) -> (String, usize) {
         let compaction = self.latest_compaction().map(|(i, _, _)| i);
         // Compared in place: the names are copied only when the key changed.
-        if let Some(((cached_compaction, cached_names), hash)) = &self.prefix_cache {
+        if let Some(((cached_compaction, cached_names), prefix)) = &self.prefix_cache {
             if *cached_compaction == compaction
                 && cached_names.iter().eq(tools.iter().map(|t| &t.name))
             {
-                return hash.clone();
+                return prefix.clone();
             }
         }
         let key = (compaction, tools.iter().map(|t| t.name.clone()).collect());
@@ -359,9 +365,9 @@ impl Run<'_> {
             system.push('\u{0}');
             system.push_str(summary);
         }
-        let hash = prefix_hash(&system, tools);
-        self.prefix_cache = Some((key, hash.clone()));
-        hash
+        let prefix = prefix_digest(&system, tools);
+        self.prefix_cache = Some((key, prefix.clone()));
+        prefix
     }
 
     /// Compact if the history is over budget (or `force`). Returns whether

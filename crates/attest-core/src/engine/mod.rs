@@ -420,11 +420,17 @@ fn ensure_not_ended(state: &ResumeState, cfg: &RunConfig) -> Result<(), EngineEr
 
 /// sha256 over the system prompt and the serialized tool list (SPEC D5).
 pub fn prefix_hash(system: &str, tools: &[ToolSpec]) -> String {
+    prefix_digest(system, tools).0
+}
+
+/// [`prefix_hash`], and the serialized tool list's size in bytes.
+pub(crate) fn prefix_digest(system: &str, tools: &[ToolSpec]) -> (String, usize) {
+    let tools_json = serde_json::to_vec(tools).unwrap_or_default();
     let mut h = Sha256::new();
     h.update(system.as_bytes());
     h.update([0u8]);
-    h.update(serde_json::to_vec(tools).unwrap_or_default());
-    hex::encode(h.finalize())
+    h.update(&tools_json);
+    (hex::encode(h.finalize()), tools_json.len())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Model calls: request assembly from the transcript, retries with
 //! backoff, interruption, and the protocol checks on each response.
 
-use super::compaction::array_bytes;
+use super::compaction::{array_bytes, json_array_bytes};
 use super::deltas::DeltaStream;
 use super::run::Run;
 use super::EngineError;
@@ -57,7 +57,7 @@ impl Run<'_> {
         let forced = self.cfg.force_compaction && self.latest_compaction().is_none();
         let compacted_now = self.maybe_compact(step, forced)?;
         let tools = self.visible_tools();
-        let prefix_hash = self.prefix_hash_of(&tools);
+        let (prefix_hash, tools_bytes) = self.prefix_of(&tools);
         // Any other change of the prefix (tools found by tool_search) is
         // declared too, so a cache miss is never unexplained (SPEC D5, E4).
         if let Some(previous) = self.last_prefix.replace(prefix_hash.clone()) {
@@ -115,11 +115,7 @@ impl Run<'_> {
             s.truncated = layer.truncated;
             context_sources.push(s);
         }
-        context_sources.push(source(
-            "tools",
-            tools.len(),
-            serde_json::to_vec(&tools).map_or(0, |v| v.len()),
-        ));
+        context_sources.push(source("tools", tools.len(), tools_bytes));
         match compacted {
             Some((covers, summary_bytes)) => {
                 let mut summary = source("compaction_summary", 1, summary_bytes);
@@ -129,15 +125,21 @@ impl Run<'_> {
                 context_sources.push(source("run_transcript", rest.len(), array_bytes(rest)));
             }
             None => {
+                // From the kept sums: a step does not walk the history.
+                let run_bytes = self.history_size.bytes - self.prior_bytes;
+                debug_assert_eq!(
+                    json_array_bytes(self.items.len(), run_bytes),
+                    array_bytes(&self.item_caches)
+                );
                 context_sources.push(source(
                     "session_history",
                     self.cfg.prior_history.len(),
-                    array_bytes(&self.prior_caches),
+                    json_array_bytes(self.prior_caches.len(), self.prior_bytes),
                 ));
                 context_sources.push(source(
                     "run_transcript",
                     self.items.len(),
-                    array_bytes(&self.item_caches),
+                    json_array_bytes(self.items.len(), run_bytes),
                 ));
             }
         }

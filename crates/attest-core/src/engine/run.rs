@@ -62,14 +62,17 @@ pub(super) struct Run<'a> {
     pub(super) item_caches: Vec<ItemCache>,
     /// The same for `cfg.prior_history`.
     pub(super) prior_caches: Vec<ItemCache>,
+    /// The bytes of `prior_caches`, summed once.
+    pub(super) prior_bytes: usize,
     /// The history the next request carries, in its items' request forms
     /// (see [`Run::build_request_history`]): grown by each item logged,
     /// rebuilt only at a compaction.
     pub(super) request_forms: Vec<Arc<TranscriptItem>>,
     /// Sizes of that history, kept the same way.
     pub(super) history_size: HistorySize,
-    /// The prefix hash and what it was computed for.
-    pub(super) prefix_cache: Option<(PrefixKey, String)>,
+    /// The prefix hash and the tool list's size in bytes, and what they
+    /// were computed for.
+    pub(super) prefix_cache: Option<(PrefixKey, (String, usize))>,
     /// This run's budgets: from the model's context window when known.
     pub(super) compaction: CompactionBudget,
     /// The session's prompt-cache key: every run of a session shares its prefix.
@@ -227,7 +230,8 @@ impl<'a> Run<'a> {
         let internal_registry =
             Arc::new(ToolRegistry::new(internal).expect("uniquely named internal tools"));
         let item_caches = items.iter().map(item_cache).collect();
-        let prior_caches = cfg.prior_history.iter().map(item_cache).collect();
+        let prior_caches: Vec<ItemCache> = cfg.prior_history.iter().map(item_cache).collect();
+        let prior_bytes = prior_caches.iter().map(|c| c.bytes).sum();
         let compaction = CompactionBudget::new(
             cfg.context_window,
             &cfg.compaction,
@@ -245,6 +249,7 @@ impl<'a> Run<'a> {
             items,
             item_caches,
             prior_caches,
+            prior_bytes,
             request_forms: Vec::new(),
             history_size: HistorySize::default(),
             prefix_cache: None,
