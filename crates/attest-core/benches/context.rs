@@ -1,6 +1,7 @@
 //! Context assembly per request at 100 / 1,000 / 5,000 transcript items:
 //! cross-turn history reduction, pairing normalization, the state tail and
-//! the OpenAI request body — the harness's own work before each model call.
+//! the OpenAI request body — the harness's own work before each model call;
+//! and the state tail one step renders.
 
 use attest_core::session_history;
 use attest_core::state::{count_tokens, render_tail, AgentState, TailBudget};
@@ -147,5 +148,37 @@ fn bench_tokens(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_tokens);
+/// The state tail each step renders (SPEC E3), from a state of `facts`
+/// confirmed facts: one more receipt, then the render. Up to 20 facts the
+/// tail grows with each; past that it shows the newest 20 and counts the
+/// rest. (At 500 the figure includes a copy a run does not make: the
+/// cloned state's item list is full, so the new fact reallocates it.)
+fn bench_tail(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tail_per_step");
+    for facts in [5usize, 20, 500] {
+        let mut state = AgentState::with_goal("Explain the project", "user_input");
+        for i in 0..facts {
+            state.on_receipt(&receipt(i), "\"src/file.rs\"", true);
+        }
+        // A receipt no iteration saw before: its fact line (and the count
+        // of those left out) are new text to tokenize, as in a run.
+        let mut next = 1_000_000;
+        group.bench_function(BenchmarkId::from_parameter(facts), |b| {
+            b.iter_batched_ref(
+                || {
+                    next += 1;
+                    (state.clone(), receipt(next))
+                },
+                |(state, receipt)| {
+                    state.on_receipt(receipt, "\"src/file.rs\"", true);
+                    render_tail(state, &TailBudget::default()).tokens
+                },
+                criterion::BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_tokens, bench_tail);
 criterion_main!(benches);
