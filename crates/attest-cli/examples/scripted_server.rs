@@ -48,17 +48,26 @@ async fn forward(listener: TcpListener, upstream: String, times: Arc<Mutex<WireT
         let Ok(server) = TcpStream::connect(&upstream).await else {
             continue;
         };
-        let (mut client_read, mut client_write) = client.into_split();
+        let (client_read, mut client_write) = client.into_split();
         let (mut server_read, mut server_write) = server.into_split();
         let inbound = Arc::clone(&times);
         tokio::spawn(async move {
             let mut buf = vec![0u8; 1 << 16];
-            while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+            // Timed when bytes are there to read, not after a read that
+            // copies up to 64 KiB of them: a large request would look later.
+            while client_read.readable().await.is_ok() {
+                let arrived = epoch_micros();
+                let n = match client_read.try_read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Err(_) => break,
+                };
                 {
                     let mut t = inbound.lock().unwrap();
                     if t.answering || t.first_in.is_empty() {
                         t.answering = false;
-                        t.first_in.push(epoch_micros());
+                        t.first_in.push(arrived);
                     }
                 }
                 if server_write.write_all(&buf[..n]).await.is_err() {
