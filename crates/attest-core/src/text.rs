@@ -19,22 +19,26 @@ pub struct HashedHead {
 
 /// Reads `reader` to its end, hashing all of it but keeping only the first
 /// `keep` bytes, so a large file costs no more memory than a small one.
+/// The head is read straight into its own buffer; a buffer for the rest is
+/// made only when there is more (most reads are of small files).
 pub fn read_hashed_head(mut reader: impl Read, keep: usize) -> std::io::Result<HashedHead> {
-    let mut hasher = Sha256::new();
     let mut head = Vec::new();
-    let mut total: u64 = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        hasher.update(&buf[..n]);
-        total += n as u64;
-        let room = keep.saturating_sub(head.len());
-        head.extend_from_slice(&buf[..n.min(room)]);
+    (&mut reader).take(keep as u64).read_to_end(&mut head)?;
+    let mut hasher = Sha256::new();
+    hasher.update(&head);
+    let mut total = head.len() as u64;
+    if head.len() == keep {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            hasher.update(&buf[..n]);
+            total += n as u64;
+        }
     }
     Ok(HashedHead {
         head,
@@ -117,6 +121,13 @@ mod tests {
         assert_eq!(read.sha256, sha256_hex(&data));
         let whole = read_hashed_head(&data[..5], 10).unwrap();
         assert_eq!((whole.head.as_slice(), whole.total), (&data[..5], 5));
+        // Exactly the head, one byte more, and nothing kept at all.
+        for (len, keep) in [(10, 10), (11, 10), (70_000, 0), (0, 0), (0, 10)] {
+            let read = read_hashed_head(&data[..len], keep).unwrap();
+            assert_eq!(read.head, &data[..len.min(keep)], "{len} {keep}");
+            assert_eq!(read.total, len as u64, "{len} {keep}");
+            assert_eq!(read.sha256, sha256_hex(&data[..len]), "{len} {keep}");
+        }
     }
 
     #[test]

@@ -13,10 +13,11 @@ use attest_protocol::{CompletionContract, EvidenceType, StateItemType, Transcrip
 /// harness's; anything else shows its JSON. At most 120 characters.
 pub(crate) fn summary(arguments: &str) -> String {
     let lone = match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(serde_json::Value::Object(map)) if map.len() == 1 => match map.into_iter().next() {
-            Some((_, value @ serde_json::Value::String(_))) => Some(value.to_string()),
-            _ => None,
-        },
+        Ok(serde_json::Value::Object(map)) if map.len() == 1 => map
+            .into_iter()
+            .next()
+            .filter(|(_, value)| value.is_string())
+            .map(|(_, value)| value.to_string()),
         _ => None,
     };
     let text = lone.as_deref().unwrap_or(arguments);
