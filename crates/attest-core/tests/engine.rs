@@ -1059,3 +1059,68 @@ async fn request_traces_size_their_context_sources_exactly() {
     assert_eq!(checked, requests.len());
     assert_eq!(checked, 7);
 }
+
+/// A long request: while the request carries the user's message whole, the
+/// state tail repeats only its start (and stays within its 800-token
+/// budget); once a compaction has summarized the message away, the tail
+/// shows it whole again.
+#[tokio::test]
+async fn the_tail_cuts_a_long_goal_only_while_the_request_carries_it() {
+    let prompt = format!(
+        "What does notes.txt say? {}",
+        "Keep the answer short, cite the file, and do not guess. ".repeat(80)
+    );
+    let script = r#"[{"tool_calls":[{"name":"read_file","arguments":{"path":"notes.txt"}}]},
+                     {"text":"notes.txt says the answer is 42."}]"#;
+    let tail_of = |request: &attest_providers::ModelRequest| -> String {
+        request
+            .history
+            .iter()
+            .find_map(|item| match &**item {
+                TranscriptItem::HarnessMessage {
+                    kind: HarnessMessageKind::StateSnapshot,
+                    text,
+                } => Some(text.clone()),
+                _ => None,
+            })
+            .expect("a state tail")
+    };
+
+    let h = harness(script, false);
+    let (outcome, _, _) = run(&h, ContractKind::Observe, &prompt).await;
+    assert_eq!(outcome.state, TerminalState::Completed);
+    let sent = &h.provider.requests()[1];
+    let first_user = sent.history.iter().find_map(|item| match &**item {
+        TranscriptItem::UserInput { text } => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(first_user.as_deref(), Some(prompt.as_str()));
+    let tail = tail_of(sent);
+    assert!(tail.contains(attest_core::state::GOAL_CUT_NOTE), "{tail}");
+    assert!(tail.contains("Goal: What does notes.txt say? Keep the answer short"));
+    assert!(attest_core::state::count_tokens(&tail) <= 800);
+
+    let h = harness(script, false);
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.stream = false;
+    cfg.prior_history = vec![
+        TranscriptItem::UserInput {
+            text: "Hello.".into(),
+        },
+        TranscriptItem::AssistantOutput {
+            text: "Hello! What can I do?".into(),
+            reasoning: None,
+            encrypted_reasoning: Vec::new(),
+            phase: attest_protocol::AssistantPhase::Answer,
+        },
+    ];
+    cfg.force_compaction = true;
+    let (outcome, _, events) = run_cfg(&h, &cfg, &prompt).await;
+    assert_eq!(outcome.state, TerminalState::Completed);
+    assert!(events
+        .iter()
+        .any(|e| matches!(e.body, EventBody::Compacted { .. })));
+    let tail = tail_of(&h.provider.requests()[1]);
+    assert!(!tail.contains(attest_core::state::GOAL_CUT_NOTE), "{tail}");
+    assert!(tail.contains(&format!("Goal: {}", prompt.trim())));
+}

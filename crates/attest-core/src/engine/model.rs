@@ -52,7 +52,23 @@ pub(super) enum ModelOutcome {
     Failed(String),
 }
 
+/// The most tokens of the goal a tail shows while the request carries the
+/// user's message whole: the gist, a quarter of the tail's budget.
+const GOAL_TOKENS_WITH_REQUEST: usize = 200;
+
 impl Run<'_> {
+    /// The state tail's budget (SPEC E3): the defaults; until a compaction
+    /// the goal, also the run's own user message, is shown only in part.
+    pub(super) fn tail_budget(&self) -> TailBudget {
+        TailBudget {
+            max_goal_tokens: self
+                .latest_compaction()
+                .is_none()
+                .then_some(GOAL_TOKENS_WITH_REQUEST),
+            ..TailBudget::default()
+        }
+    }
+
     pub(super) async fn call_model(&mut self, step: u32) -> Result<ModelOutcome, EngineError> {
         let forced = self.cfg.force_compaction && self.latest_compaction().is_none();
         let compacted_now = self.maybe_compact(step, forced)?;
@@ -84,7 +100,7 @@ impl Run<'_> {
         let tail = self
             .state
             .has_progress()
-            .then(|| render_tail(&self.state, &TailBudget::default()));
+            .then(|| render_tail(&self.state, &self.tail_budget()));
         let mut snapshot_at = None;
         if let Some(tail) = &tail {
             let snapshot = Arc::new(TranscriptItem::HarnessMessage {

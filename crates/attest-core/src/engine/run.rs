@@ -18,7 +18,7 @@ use crate::prompt::{
 use crate::provider::pairing::GrowingNormalizer;
 use crate::provider::{FinishKind, ModelResponse, ParsedCall};
 use crate::redact::Redactor;
-use crate::state::{render_tail, AgentState, TailBudget};
+use crate::state::{render_tail, AgentState};
 use crate::tool::{Tool, ToolRegistry};
 use attest_protocol::CompletionContract;
 use attest_protocol::{
@@ -663,7 +663,7 @@ impl<'a> Run<'a> {
     /// Whether `answer` mostly repeats what the harness wrote to the model:
     /// the state tail as last sent, its messages, its base prompt.
     fn repeats_harness_text(&self, answer: &str) -> bool {
-        let tail = render_tail(&self.state, &TailBudget::default()).text;
+        let tail = render_tail(&self.state, &self.tail_budget()).text;
         let mut harness: Vec<&str> = vec![
             &tail,
             PROTOCOL_PLACEHOLDER,

@@ -17,7 +17,7 @@ mod tokens;
 
 pub(crate) use handoff::summary as handoff_summary;
 pub use handoff::SliceFilter;
-pub use tail::{render_tail, tail_tokens, TailBudget, TailRender};
+pub use tail::{render_tail, tail_tokens, TailBudget, TailRender, GOAL_CUT_NOTE};
 pub use tokens::{count_tokens, within_tokens};
 
 use active::ActiveIndex;

@@ -24,6 +24,12 @@ pub struct TailBudget {
     pub max_data_limitations: usize,
     pub max_open_questions: usize,
     pub max_next_steps: usize,
+    /// The most tokens of the goal shown, for a request that also carries
+    /// the user's message whole: a long request is then not repeated in
+    /// full (and uncached) at every step, and the tail keeps to its budget.
+    /// `None` shows it whole: after a compaction the tail may be the only
+    /// whole copy.
+    pub max_goal_tokens: Option<usize>,
 }
 
 impl Default for TailBudget {
@@ -35,6 +41,7 @@ impl Default for TailBudget {
             max_data_limitations: 10,
             max_open_questions: 10,
             max_next_steps: 5,
+            max_goal_tokens: None,
         }
     }
 }
@@ -203,7 +210,12 @@ pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
             (*title, *section, items)
         })
         .collect();
-    let mut text = compose(&sections, omitted);
+    let goal = sections[Section::Goal as usize]
+        .2
+        .first()
+        .map(|item| goal_text(&item.content, budget.max_goal_tokens));
+    let goal = goal.as_deref();
+    let mut text = compose(&sections, goal, omitted);
     // Over budget: drop the oldest item of the lowest-priority section that may give way.
     while text.len() > budget.max_tokens && tail_tokens(&text) > budget.max_tokens {
         let Some((_, _, items)) = sections
@@ -215,7 +227,7 @@ pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
         };
         items.pop();
         omitted += 1;
-        text = compose(&sections, omitted);
+        text = compose(&sections, goal, omitted);
     }
     TailRender {
         tokens: tail_tokens(&text),
@@ -224,14 +236,45 @@ pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
     }
 }
 
-fn compose(sections: &[(&str, Section, Vec<&AgentStateItem>)], omitted: usize) -> String {
+/// Said after a goal cut short, where the request carries it whole.
+pub const GOAL_CUT_NOTE: &str = "… (cut here; the whole request is the user's message above)";
+
+/// The goal as the tail shows it: whole, or its start within `cap` tokens
+/// and [`GOAL_CUT_NOTE`].
+fn goal_text(goal: &str, cap: Option<usize>) -> std::borrow::Cow<'_, str> {
+    // No more bytes than `cap` is no more tokens than `cap`.
+    let Some(cap) = cap.filter(|&cap| goal.len() > cap) else {
+        return goal.into();
+    };
+    // Bytes first (a long request is never tokenized whole), then cut in
+    // proportion to the tokens over: a cut or two.
+    let mut start = crate::text::truncate_str(goal, cap * 6).0;
+    loop {
+        let tokens = tail_tokens(start);
+        if tokens <= cap {
+            break;
+        }
+        let shorter = (start.len() * cap / tokens).min(start.len() - 1);
+        start = crate::text::truncate_str(start, shorter).0;
+    }
+    if start.len() == goal.len() {
+        return goal.into();
+    }
+    format!("{}{GOAL_CUT_NOTE}", start.trim_end()).into()
+}
+
+fn compose(
+    sections: &[(&str, Section, Vec<&AgentStateItem>)],
+    goal: Option<&str>,
+    omitted: usize,
+) -> String {
     let mut out = String::from(TAIL_HEADER);
     for (title, section, items) in sections {
         if items.is_empty() {
             continue;
         }
         if *section == Section::Goal {
-            out.push_str(&format!("\nGoal: {}", items[0].content));
+            out.push_str(&format!("\nGoal: {}", goal.unwrap_or(&items[0].content)));
             continue;
         }
         out.push_str(&format!("\n{title}:"));

@@ -326,3 +326,57 @@ fn a_lone_string_argument_is_quoted_alone_and_neither_its_path_nor_a_hash_is_rep
         "{tail}"
     );
 }
+
+/// A long request as the goal: with a goal cap (the request carries the
+/// user's message whole) the tail shows its start within the cap and says
+/// it was cut, and stays within its own budget; without one, whole.
+#[test]
+fn a_long_goal_is_cut_to_its_cap_only_when_asked() {
+    let english = "Please refactor the parser module and keep every test green. ".repeat(100);
+    let cjk = "请重构解析模块并保持所有测试通过。".repeat(100);
+    for goal in [english.as_str(), cjk.as_str()] {
+        let mut state = AgentState::with_goal(goal, "user_input");
+        state.on_receipt(
+            &receipt("c1", "read_file", ReceiptStatus::Ok, "fp"),
+            "\"config.toml\"",
+            true,
+        );
+        let capped = TailBudget {
+            max_goal_tokens: Some(200),
+            ..TailBudget::default()
+        };
+        let tail = render_tail(&state, &capped);
+        let line = tail.text.lines().find(|l| l.starts_with("Goal: ")).unwrap();
+        let shown = line
+            .strip_prefix("Goal: ")
+            .and_then(|l| l.strip_suffix(GOAL_CUT_NOTE))
+            .unwrap_or_else(|| panic!("not cut: {line}"));
+        assert!(goal.starts_with(shown), "{shown}");
+        let shown_tokens = count_tokens(shown);
+        assert!((160..=200).contains(&shown_tokens), "{shown_tokens} tokens");
+        assert!(tail.tokens <= 800, "{} tokens", tail.tokens);
+        assert!(
+            tail.text.contains("read_file \"config.toml\""),
+            "{}",
+            tail.text
+        );
+
+        let whole = render_tail(&state, &TailBudget::default());
+        assert!(whole.text.contains(&format!("Goal: {}", goal.trim())));
+        assert!(!whole.text.contains(GOAL_CUT_NOTE));
+    }
+    // A goal within the cap is shown as it is.
+    let mut state = AgentState::with_goal("Which port?", "user_input");
+    state.on_receipt(
+        &receipt("c1", "read_file", ReceiptStatus::Ok, "fp"),
+        "\"a\"",
+        true,
+    );
+    let budget = TailBudget {
+        max_goal_tokens: Some(200),
+        ..TailBudget::default()
+    };
+    assert!(render_tail(&state, &budget)
+        .text
+        .contains("\nGoal: Which port?\n"));
+}
