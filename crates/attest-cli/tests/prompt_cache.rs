@@ -26,7 +26,7 @@ async fn reading_run(
     steps: usize,
     extra: &[&str],
 ) -> (MockModel, RunResult) {
-    reading_run_sized(v, ws, steps, 8, extra).await
+    reading_run_sized(v, ws, steps, 8, extra, "Collect the readings.").await
 }
 
 /// As [`reading_run`], each file `lines` lines of 27 bytes.
@@ -36,6 +36,7 @@ async fn reading_run_sized(
     steps: usize,
     lines: usize,
     extra: &[&str],
+    prompt: &str,
 ) -> (MockModel, RunResult) {
     let mut turns = Vec::new();
     for i in 0..steps {
@@ -50,7 +51,7 @@ async fn reading_run_sized(
     let model = MockModel::start(v, turns).await;
     let mut args = vec!["--expect", "observe", "--max-steps", "60"];
     args.extend_from_slice(extra);
-    args.push("Collect the readings.");
+    args.push(prompt);
     let r = run_attest(&model, ws, &args).await;
     model.assert_valid();
     assert_eq!(r.state(), "completed", "{v:?} {}", r.describe());
@@ -219,7 +220,8 @@ async fn a_fifty_step_run_keeps_its_input_in_a_cached_prefix() {
     for v in [VARIANTS[0], VARIANTS[2]] {
         for lines in [8, 76] {
             let ws = TestWorkspace::new();
-            let (model, r) = reading_run_sized(v, &ws, 49, lines, &[]).await;
+            let (model, r) =
+                reading_run_sized(v, &ws, 49, lines, &[], "Collect the readings.").await;
             let usage = &r.done()["usage"];
             let input = usage["input_tokens"].as_u64().unwrap();
             let cached = usage["cached_input_tokens"].as_u64().unwrap();
@@ -246,5 +248,58 @@ async fn a_fifty_step_run_keeps_its_input_in_a_cached_prefix() {
                 assert!(share >= 0.9, "{v:?}: {:.1}%", share * 100.0);
             }
         }
+    }
+}
+
+/// A request of about 1,300 tokens (SPEC E3): the tail repeats only its
+/// first 200 tokens while the request carries it whole, so it is sent
+/// whole once per request, inside the cached prefix, not again after the
+/// newest result. Every tail keeps to its 800-token budget.
+#[tokio::test]
+async fn a_long_request_is_not_repeated_whole_in_every_tail() {
+    let prompt = format!(
+        "Collect the readings. {}",
+        "Report each file's reading on its own line, in file order, and say which files you could not read. "
+            .repeat(60)
+    );
+    for v in [VARIANTS[0], VARIANTS[2]] {
+        let ws = TestWorkspace::new();
+        let (model, r) = reading_run_sized(v, &ws, 49, 8, &[], &prompt).await;
+        let usage = &r.done()["usage"];
+        let input = usage["input_tokens"].as_u64().unwrap();
+        let cached = usage["cached_input_tokens"].as_u64().unwrap();
+        let requests = model.requests();
+        let tails: Vec<String> = requests
+            .iter()
+            .skip(1)
+            .map(|body| {
+                let last = body["messages"].as_array().unwrap().last().unwrap();
+                match &last["content"] {
+                    Value::Array(blocks) => blocks.last().unwrap()["text"].clone(),
+                    text => text.clone(),
+                }
+                .as_str()
+                .unwrap()
+                .to_string()
+            })
+            .collect();
+        assert_eq!(tails.len(), 49);
+        for tail in &tails {
+            assert!(
+                tail.contains("Goal: Collect the readings. Report each"),
+                "{tail}"
+            );
+            assert!(
+                tail.contains("the whole request is the user's message above"),
+                "{tail}"
+            );
+            assert!(!tail.contains(prompt.trim()));
+            assert!(attest_core::state::count_tokens(tail) <= 800);
+        }
+        println!(
+            "{v:?}, a request of {} bytes: {cached} of {input} input tokens cached ({:.1}%)",
+            prompt.len(),
+            cached as f64 * 100.0 / input as f64
+        );
     }
 }
