@@ -142,7 +142,7 @@ impl Run<'_> {
             }
             None => {
                 // From the kept sums: a step does not walk the history.
-                let run_bytes = self.history_size.bytes - self.prior_bytes;
+                let run_bytes = self.history_size.bytes.saturating_sub(self.prior_bytes);
                 debug_assert_eq!(
                     json_array_bytes(self.items.len(), run_bytes),
                     array_bytes(&self.item_caches)

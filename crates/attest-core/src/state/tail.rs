@@ -3,9 +3,11 @@
 //! do not accumulate.
 //!
 //! Overflow order (seed 003 P4): the goal, blocking failures and blocking
-//! data limitations always stay; then the newest source-backed facts; then
-//! failed paths (merged by fingerprint), data limitations, open questions
-//! and next steps, each within its own limit. Past the token budget the
+//! data limitations always stay (a long goal only as its start, where the
+//! request carries it whole: [`TailBudget::max_goal_tokens`]); then the
+//! newest source-backed facts; then failed paths (merged by fingerprint),
+//! data limitations, open questions and next steps, each within its own
+//! limit. Past the token budget the
 //! lowest-priority items go first, and what was left out is counted on a
 //! line of its own — never dropped without a trace.
 
