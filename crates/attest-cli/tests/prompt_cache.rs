@@ -190,18 +190,26 @@ async fn prompt_cache_off_sends_no_hints() {
     }
 }
 
-/// Tokens (as the emulated cache counts them: JSON bytes / 4) of a
-/// request's state tail, its last message (OpenAI) or last block (Anthropic).
-fn tail_tokens(body: &Value) -> u64 {
-    let last = &body["messages"].as_array().unwrap().last().unwrap();
-    let tail = match &last["content"] {
-        Value::Array(blocks) => blocks.last().unwrap(),
-        _ => last,
+/// A request's state tail as the wire carries it, with its text: its last
+/// message (OpenAI) or that message's last block (Anthropic); `None` for a
+/// request without one.
+fn tail_of(body: &Value) -> Option<(&Value, &str)> {
+    let last = body["messages"].as_array()?.last()?;
+    let (segment, text) = match &last["content"] {
+        Value::Array(blocks) => (blocks.last()?, &blocks.last()?["text"]),
+        text => (last, text),
     };
-    if !tail.to_string().contains("[attest] Reference data") {
-        return 0;
-    }
-    tail.to_string().len().div_ceil(4) as u64
+    let text = text.as_str()?;
+    text.starts_with("[attest] Reference data")
+        .then_some((segment, text))
+}
+
+/// Tokens of a request's state tail as the emulated cache counts them
+/// (JSON bytes / 4); 0 without one.
+fn tail_tokens(body: &Value) -> u64 {
+    tail_of(body).map_or(0, |(segment, _)| {
+        segment.to_string().len().div_ceil(4) as u64
+    })
 }
 
 /// The share of input tokens inside a prefix the provider has cached, over
@@ -269,22 +277,12 @@ async fn a_long_request_is_not_repeated_whole_in_every_tail() {
         let input = usage["input_tokens"].as_u64().unwrap();
         let cached = usage["cached_input_tokens"].as_u64().unwrap();
         let requests = model.requests();
-        let tails: Vec<String> = requests
+        let tails: Vec<&str> = requests
             .iter()
-            .skip(1)
-            .map(|body| {
-                let last = body["messages"].as_array().unwrap().last().unwrap();
-                match &last["content"] {
-                    Value::Array(blocks) => blocks.last().unwrap()["text"].clone(),
-                    text => text.clone(),
-                }
-                .as_str()
-                .unwrap()
-                .to_string()
-            })
+            .filter_map(|body| tail_of(body).map(|(_, text)| text))
             .collect();
         assert_eq!(tails.len(), 49);
-        for tail in &tails {
+        for tail in tails {
             assert!(
                 tail.contains("Goal: Collect the readings. Report each"),
                 "{tail}"

@@ -334,6 +334,10 @@ fn a_lone_string_argument_is_quoted_alone_and_neither_its_path_nor_a_hash_is_rep
 fn a_long_goal_is_cut_to_its_cap_only_when_asked() {
     let english = "Please refactor the parser module and keep every test green. ".repeat(100);
     let cjk = "请重构解析模块并保持所有测试通过。".repeat(100);
+    let capped = TailBudget {
+        max_goal_tokens: Some(200),
+        ..TailBudget::default()
+    };
     for goal in [english.as_str(), cjk.as_str()] {
         let mut state = AgentState::with_goal(goal, "user_input");
         state.on_receipt(
@@ -341,10 +345,6 @@ fn a_long_goal_is_cut_to_its_cap_only_when_asked() {
             "\"config.toml\"",
             true,
         );
-        let capped = TailBudget {
-            max_goal_tokens: Some(200),
-            ..TailBudget::default()
-        };
         let tail = render_tail(&state, &capped);
         let line = tail.text.lines().find(|l| l.starts_with("Goal: ")).unwrap();
         let shown = line
@@ -372,11 +372,7 @@ fn a_long_goal_is_cut_to_its_cap_only_when_asked() {
         "\"a\"",
         true,
     );
-    let budget = TailBudget {
-        max_goal_tokens: Some(200),
-        ..TailBudget::default()
-    };
-    assert!(render_tail(&state, &budget)
+    assert!(render_tail(&state, &capped)
         .text
         .contains("\nGoal: Which port?\n"));
 }
