@@ -36,11 +36,14 @@ pub trait RunLog: Send {
 
     /// Append entries that stand or fall together (a run's terminal item
     /// and its `done` event) and flush: a durable log writes whatever it
-    /// holds and these in one transaction. The default appends them in
-    /// order, then flushes.
-    fn append_all(&mut self, entries: &[LogEntry]) -> Result<(), LogError> {
+    /// holds and these in one transaction. They are moved in, not copied
+    /// (a long run's `done` carries every receipt), and given back once
+    /// written; entries it could not write, a log may keep for its next
+    /// flush. The default appends them in order, then flushes.
+    fn append_all(&mut self, entries: Vec<LogEntry>) -> Result<Vec<LogEntry>, LogError> {
         entries.iter().try_for_each(|e| self.append(e))?;
-        self.flush()
+        self.flush()?;
+        Ok(entries)
     }
 
     /// Make every appended entry durable. The default: appends already are.

@@ -85,9 +85,21 @@ async fn corrective_turn_is_sent_to_the_model_and_the_recovered_run_completes() 
             {"text":"notes.txt says 42."}]"#,
         false,
     );
-    let (outcome, _log, events) = run(&h, ContractKind::Observe, "What does notes.txt say?").await;
+    let (outcome, log, events) = run(&h, ContractKind::Observe, "What does notes.txt say?").await;
     assert_eq!(outcome.state, TerminalState::Completed);
     assert_eq!(outcome.answer.as_deref(), Some("notes.txt says 42."));
+    // `done` (logged and shown) and the outcome carry the same receipts.
+    let done_receipts = |event: &Event| match &event.body {
+        EventBody::Done { receipts, .. } => Some(receipts.clone()),
+        _ => None,
+    };
+    let logged = log.entries.iter().find_map(|e| match e {
+        LogEntry::Event { event } => done_receipts(event),
+        _ => None,
+    });
+    assert_eq!(outcome.receipts.len(), 1);
+    assert_eq!(logged.as_ref(), Some(&outcome.receipts));
+    assert_eq!(events.iter().find_map(done_receipts), logged);
 
     let requests = h.provider.requests();
     assert_eq!(requests.len(), 3);

@@ -234,8 +234,16 @@ impl SqliteStore {
                 return Ok(None);
             }
         }
-        tx.prepare_cached("INSERT INTO entries (run_id, kind, type, body, created_at, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
-            .execute(params![run_id, kind, name, body, now(), hash])?;
+        const INSERT: &str = "INSERT INTO entries (run_id, kind, type, body, created_at, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+        let insert = params![run_id, kind, name, body, now(), hash];
+        if body.len() >= LARGE_ENTRY {
+            // A statement keeps its bound copy of the body and the row it
+            // built until it runs again; a cached one would hold those of a
+            // run's largest entry (`done`, with every receipt) from then on.
+            tx.prepare(INSERT)?.execute(insert)?;
+        } else {
+            tx.prepare_cached(INSERT)?.execute(insert)?;
+        }
         match stored {
             LogEntry::Item {
                 item:
@@ -352,6 +360,10 @@ impl StoredRun {
 /// table (`put` stores one and names it) and the log keeps a reference.
 /// Every other entry is stored as it is, not copied: a run's `done` holds
 /// all its receipts.
+/// Bytes of an entry's JSON from which it is written without the
+/// statement cache (see [`SqliteStore::insert_entry`]).
+const LARGE_ENTRY: usize = 64 * 1024;
+
 pub(crate) fn stored_form<'a>(
     entry: &'a LogEntry,
     mut put: impl FnMut(u32, &str, &str) -> Result<String, StoreError>,
@@ -563,7 +575,12 @@ impl Store for SqliteStore {
                 let stored = stored_form(entry, |step, kind, raw| {
                     store_artifact(&tx, run_id, step, kind, raw)
                 })?;
-                let body = serde_json::to_string(&stored)?;
+                let mut body = serde_json::to_string(&stored)?;
+                if body.len() >= LARGE_ENTRY {
+                    // Up to half of a doubled buffer is slack, held while
+                    // SQLite makes its own copies.
+                    body.shrink_to_fit();
+                }
                 let (kind, name) = entry_type(&stored, &body)?;
                 match Self::insert_entry(&tx, run_id, &head, &stored, &kind, &name, &body)? {
                     Some(next) => head = next,

@@ -95,6 +95,44 @@ fn an_untouched_run_verifies_across_reopening() {
     assert!(store.verify_chain("nope").is_err());
 }
 
+/// Entries of 64 KiB and more (a long run's `done`, with every receipt)
+/// are written without the statement cache; they are stored whole, in
+/// order with the small ones around them, and chained like them.
+#[test]
+fn large_entries_are_stored_whole_and_chained() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store_with(dir.path(), "r1", 1);
+    let large = |i: usize| format!("{i}:{}", "é\"\\x".repeat(20_000 + i));
+    let written = vec![input(&large(0)), input("small between"), input(&large(1))];
+    store.append_all("r1", &written).unwrap();
+    store.append("r1", &input(&large(2))).unwrap();
+    let texts: Vec<String> = store
+        .entries("r1")
+        .unwrap()
+        .into_iter()
+        .map(|e| match e {
+            LogEntry::Item {
+                item: TranscriptItem::UserInput { text },
+            } => text,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "entry 0".to_string(),
+            large(0),
+            "small between".into(),
+            large(1),
+            large(2)
+        ]
+    );
+    assert_eq!(
+        store.verify_chain("r1").unwrap(),
+        ChainVerdict::Intact { entries: 5 }
+    );
+}
+
 #[test]
 fn an_edited_entry_is_named() {
     let dir = tempfile::tempdir().unwrap();

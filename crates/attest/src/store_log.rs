@@ -71,6 +71,17 @@ impl StoreLog {
         }
     }
 
+    /// Writes what is held in one transaction and hands it back. On failure
+    /// the entries stay held: nothing is half-written, and the run ends
+    /// with the error.
+    fn write_held(&mut self) -> Result<Vec<LogEntry>, LogError> {
+        self.store
+            .lock()
+            .append_all(&self.run_id, &self.pending)
+            .map_err(|e| LogError::Store(e.to_string()))?;
+        Ok(std::mem::take(&mut self.pending))
+    }
+
     /// Shows stored entries to the tap, if there is one.
     fn show(&self, entries: &[LogEntry]) {
         if let Some(tap) = &self.tap {
@@ -87,33 +98,23 @@ impl RunLog for StoreLog {
         Ok(())
     }
 
-    fn append_all(&mut self, entries: &[LogEntry]) -> Result<(), LogError> {
-        if !self.pending.is_empty() {
-            self.pending.extend_from_slice(entries);
-            return self.flush();
-        }
-        // Nothing held: written from the caller's entries, and copied only
-        // to be held when the store refuses them (as `flush` holds its own).
-        let written = self.store.lock().append_all(&self.run_id, entries);
-        if let Err(e) = written {
-            self.pending.extend_from_slice(entries);
-            return Err(LogError::Store(e.to_string()));
-        }
-        self.show(entries);
-        Ok(())
+    fn append_all(&mut self, entries: Vec<LogEntry>) -> Result<Vec<LogEntry>, LogError> {
+        // Moved in behind what is held, written with it in one
+        // transaction, then split off again: never copied.
+        let held = self.pending.len();
+        self.pending.extend(entries);
+        let mut written = self.write_held()?;
+        let given = written.split_off(held);
+        self.show(&written);
+        self.show(&given);
+        Ok(given)
     }
 
     fn flush(&mut self) -> Result<(), LogError> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        // On failure the entries stay held: nothing is half-written (one
-        // transaction), and the run ends with the error.
-        self.store
-            .lock()
-            .append_all(&self.run_id, &self.pending)
-            .map_err(|e| LogError::Store(e.to_string()))?;
-        let written = std::mem::take(&mut self.pending);
+        let written = self.write_held()?;
         self.show(&written);
         Ok(())
     }
@@ -170,7 +171,8 @@ mod tests {
         log.flush().unwrap();
         assert_eq!(stored(&store), 2);
         log.append(&item("three")).unwrap();
-        log.append_all(&[item("four")]).unwrap();
+        let given = log.append_all(vec![item("four")]).unwrap();
+        assert_eq!(given, [item("four")], "given back as they were");
         assert_eq!(stored(&store), 4, "append_all writes what was held too");
         log.append(&item("five")).unwrap();
         drop(log);
@@ -189,7 +191,7 @@ mod tests {
         };
         let mut log = StoreLog::new(store.clone(), "r1", Some(tap));
         // Nothing held, and the run is not in the store yet: refused.
-        assert!(log.append_all(&[item("one"), item("two")]).is_err());
+        assert!(log.append_all(vec![item("one"), item("two")]).is_err());
         assert!(
             shown.lock().unwrap().is_empty(),
             "nothing stored, nothing shown"
@@ -197,7 +199,7 @@ mod tests {
         begin_run(&store);
         log.flush().unwrap();
         assert_eq!(stored(&store), 2, "the refused entries were held");
-        log.append_all(&[item("three")]).unwrap();
+        log.append_all(vec![item("three")]).unwrap();
         assert_eq!(stored(&store), 3);
         let shown: Vec<LogEntry> = shown
             .lock()

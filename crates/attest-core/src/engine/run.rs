@@ -913,7 +913,10 @@ impl<'a> Run<'a> {
             reason,
             answer: answer.clone(),
             basis: basis.clone(),
-            receipts: self.receipts.clone(),
+            // Moved, and moved back out for the outcome below: a long
+            // run's receipts are much of what it holds, and a copy each
+            // for `done` and the outcome was much of the end's peak memory.
+            receipts: std::mem::take(&mut self.receipts),
             grounding,
             steps: self.steps,
             usage: self.usage,
@@ -923,11 +926,11 @@ impl<'a> Run<'a> {
         let events: Vec<Event> = bodies.into_iter().map(|b| self.sequenced(b)).collect();
         // The verdict and its `done` stand or fall together (one
         // transaction): a crash cannot leave a judged run without its end.
-        let mut entries: Vec<LogEntry> = terminal
+        let mut ending: Vec<LogEntry> = terminal
             .iter()
             .map(|item| LogEntry::Item { item: item.clone() })
             .collect();
-        entries.push(LogEntry::Trace {
+        ending.push(LogEntry::Trace {
             trace: TraceRecord::Terminal {
                 state,
                 reason,
@@ -935,8 +938,8 @@ impl<'a> Run<'a> {
             },
         });
         // Moved, not copied: `done` carries every receipt of the run.
-        entries.extend(events.into_iter().map(|event| LogEntry::Event { event }));
-        self.log.append_all(&entries)?;
+        ending.extend(events.into_iter().map(|event| LogEntry::Event { event }));
+        let mut entries = self.log.append_all(ending)?;
         terminal.into_iter().for_each(|item| self.remember(item));
         let ended = entries.iter().filter_map(|entry| match entry {
             LogEntry::Event { event } => Some(event),
@@ -945,6 +948,7 @@ impl<'a> Run<'a> {
         for event in std::mem::take(&mut self.unflushed).iter().chain(ended) {
             (self.observer)(event);
         }
+        let receipts = take_done_receipts(&mut entries);
         Ok(RunOutcome {
             run_id: self.cfg.run_id.clone(),
             trace_id: self.trace_id.clone(),
@@ -953,7 +957,7 @@ impl<'a> Run<'a> {
             reason,
             answer,
             basis,
-            receipts: self.receipts.clone(),
+            receipts,
             steps: self.steps,
             usage: self.usage,
         })
@@ -1130,6 +1134,23 @@ pub(super) fn index_success(index: &mut HashMap<String, Vec<usize>>, i: usize, r
             .or_default()
             .push(i);
     }
+}
+
+/// The receipts `done` carries among `entries`, taken out of it.
+fn take_done_receipts(entries: &mut [LogEntry]) -> Vec<Receipt> {
+    entries
+        .iter_mut()
+        .find_map(|entry| match entry {
+            LogEntry::Event {
+                event:
+                    Event {
+                        body: EventBody::Done { receipts, .. },
+                        ..
+                    },
+            } => Some(std::mem::take(receipts)),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 fn success_index(receipts: &[Receipt]) -> HashMap<String, Vec<usize>> {
