@@ -11,8 +11,9 @@
 //! allocations therefore mean the same (immutable) items, and the same JSON.
 //!
 //! Copying every piece still costs a look-up per piece, so a run's leading
-//! messages are also kept whole (`KeptPrefix`): a request that starts
-//! with their items builds only the messages after them, and the body
+//! messages are also kept whole (`KeptPrefix`), and their pieces dropped:
+//! a request that starts with their items builds only the messages after
+//! them, and the body
 //! ([`KeptBody`]) holds the kept messages by reference instead of copying
 //! them: a long run's body is hundreds of kilobytes, and copying it every
 //! step grew the step's cost (and evicted the rest of the step's data from
@@ -103,7 +104,7 @@ impl KeptPrefix {
     /// the request just written without the prefix: the prefix goes in at
     /// byte `at`, and the `count` messages from there are made from
     /// `history[self.covers()..cut]`.
-    pub(crate) fn extend_from_body(
+    fn extend_from_body(
         &mut self,
         history: &[Arc<TranscriptItem>],
         cut: usize,
@@ -328,6 +329,28 @@ impl Fragments {
             self.entries
                 .retain(|_, f| f.items.iter().all(|i| Arc::strong_count(i) > 1));
             self.prune_at = 2 * self.entries.len();
+        }
+    }
+
+    /// Moves `prefix` on over `history[..cut]` (see
+    /// [`KeptPrefix::extend_from_body`]) and drops the pieces of the items
+    /// it now covers: the requests that begin with those items copy the
+    /// prefix's messages whole, so their pieces were the same bytes kept a
+    /// second time, for the length of the run. A request that no longer
+    /// begins with them (after a compaction) writes them once more.
+    pub(crate) fn extend_prefix(
+        &mut self,
+        prefix: &mut KeptPrefix,
+        history: &[Arc<TranscriptItem>],
+        cut: usize,
+        written: &str,
+        at: usize,
+        count: usize,
+    ) {
+        let from = prefix.covers();
+        prefix.extend_from_body(history, cut, written, at, count);
+        for item in history.get(from..prefix.covers()).unwrap_or_default() {
+            self.entries.remove(&(Arc::as_ptr(item) as usize));
         }
     }
 

@@ -57,7 +57,7 @@ pub fn body_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> KeptB
     };
     let runs = prefix.runs();
     if let Some((cut, count)) = cut {
-        prefix.extend_from_body(&req.history, cut, &written, at, count);
+        kept.extend_prefix(&mut prefix, &req.history, cut, &written, at, count);
     }
     kept.put_prefix(&req.history, prefix);
     KeptBody::spliced(written, at, runs)

@@ -339,3 +339,44 @@ fn a_long_run_s_body_shares_its_kept_messages_in_few_pieces() {
         assert!(fresh * 10 < sent, "{fresh} of {sent} bytes copied anew");
     }
 }
+
+/// A kept prefix's items lose their pieces: the prefix holds their
+/// messages whole, so a long run keeps pieces only of its newest items,
+/// not every message twice. A request that no longer begins with the
+/// prefix (one after a compaction, carrying the newest items after a
+/// summary) writes them anew, and its body is still the whole body.
+#[test]
+fn pieces_a_kept_prefix_covers_are_not_kept_twice() {
+    for (whole, kept_build) in WIRES {
+        let mut kept = Fragments::default();
+        let steps = steps(40);
+        // The run's items; each snapshot only its own request holds.
+        let mut last = steps.last().expect("a step").clone();
+        last.pop();
+        for history in steps {
+            let req = request(history, None);
+            assert_eq!(kept_build(&req, "m", &mut kept), whole(&req, "m"));
+        }
+        let covered = kept.prefix_covers(&last);
+        assert!(covered > 150, "the prefix covers {covered} items");
+        // Pieces of the newest items only (each piece of every item before
+        // this change: over 150).
+        assert!(
+            kept.len() <= 8,
+            "{} pieces kept beside a prefix of {covered} of {} items",
+            kept.len(),
+            last.len()
+        );
+        let mut compacted = vec![Arc::new(TranscriptItem::HarnessMessage {
+            kind: HarnessMessageKind::CompactionSummary,
+            text: "[attest] Summary of earlier history.".into(),
+        })];
+        compacted.extend(last[last.len() - 20..].iter().cloned());
+        for step in [100, 101] {
+            let mut history = compacted.clone();
+            history.push(snapshot(step));
+            let req = request(history, None);
+            assert_eq!(kept_build(&req, "m", &mut kept), whole(&req, "m"));
+        }
+    }
+}
