@@ -6,6 +6,14 @@
 # Needs llama-cpp-python in the Python named by $LLAMA_PYTHON (default
 # /work/venvs/llama/bin/python):
 #   python3 -m venv /work/venvs/llama && /work/venvs/llama/bin/pip install 'llama-cpp-python==0.3.36'
+# On a VM that advertises AMX, the native build's AMX code crashed on
+# prompts of more than one token; build it without (docs/benchmarks.md,
+# "The Intel VM, and the decode kernels prefetching"):
+#   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+#     -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+#     -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
+#     /work/venvs/llama/bin/pip install --force-reinstall --no-deps --no-binary llama-cpp-python \
+#     'llama-cpp-python==0.3.36'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
