@@ -356,14 +356,14 @@ impl StoredRun {
     }
 }
 
-/// The form an entry is stored in: raw outputs move to the artifact
-/// table (`put` stores one and names it) and the log keeps a reference.
-/// Every other entry is stored as it is, not copied: a run's `done` holds
-/// all its receipts.
 /// Bytes of an entry's JSON from which it is written without the
 /// statement cache (see [`SqliteStore::insert_entry`]).
 const LARGE_ENTRY: usize = 64 * 1024;
 
+/// The form an entry is stored in: raw outputs move to the artifact
+/// table (`put` stores one and names it) and the log keeps a reference.
+/// Every other entry is stored as it is, not copied: a run's `done` holds
+/// all its receipts.
 pub(crate) fn stored_form<'a>(
     entry: &'a LogEntry,
     mut put: impl FnMut(u32, &str, &str) -> Result<String, StoreError>,
