@@ -59,7 +59,7 @@ fn transcript(n: usize) -> Vec<TranscriptItem> {
             name: "read_file".into(),
             status: ReceiptStatus::Ok,
             output: "fn main() { println!(\"hello\"); }\n".repeat(30),
-            receipt: Some(receipt(i)),
+            receipt: Some(Box::new(receipt(i))),
         });
         i += 1;
     }

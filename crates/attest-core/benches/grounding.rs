@@ -39,7 +39,7 @@ fn items() -> Vec<TranscriptItem> {
             name: "read_file".into(),
             status: ReceiptStatus::Ok,
             output,
-            receipt: Some(Receipt {
+            receipt: Some(Box::new(Receipt {
                 call_id: id,
                 tool_name: "read_file".into(),
                 effect: EffectClass::Observe,
@@ -53,7 +53,7 @@ fn items() -> Vec<TranscriptItem> {
                 },
                 verification_status: VerificationStatus::Verified,
                 error: None,
-            }),
+            })),
         });
     }
     items

@@ -69,8 +69,11 @@ pub enum TranscriptItem {
         status: ReceiptStatus,
         /// What the model is shown (already redacted and length-limited).
         output: String,
+        /// Boxed: a receipt is most of this variant's size, and every item
+        /// of a transcript, held in memory for a run's length, is as large
+        /// as its largest variant.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        receipt: Option<Receipt>,
+        receipt: Option<Box<Receipt>>,
     },
     /// A user-role message written by the harness, never by the model.
     HarnessMessage {
@@ -94,6 +97,10 @@ pub enum TranscriptItem {
         answer: Option<String>,
     },
 }
+
+// A run holds every item of its transcript (and each item's request form)
+// for its whole length: keep the enum small, large fields boxed.
+const _: () = assert!(std::mem::size_of::<TranscriptItem>() <= 128);
 
 impl TranscriptItem {
     pub fn call_id(&self) -> Option<&str> {

@@ -440,7 +440,7 @@ impl Run<'_> {
             name: call.name.clone(),
             status: receipt.status,
             output: text.clone(),
-            receipt: Some(receipt.clone()),
+            receipt: Some(Box::new(receipt.clone())),
         })?;
         let needed = super::run::needed(self.cfg, &receipt);
         self.state.on_receipt(

@@ -165,7 +165,7 @@ impl<'a> Run<'a> {
             match item {
                 TranscriptItem::ToolResult {
                     receipt: Some(r), ..
-                } => receipts.push(r.clone()),
+                } => receipts.push(Receipt::clone(r)),
                 TranscriptItem::HarnessMessage { kind, text } => match kind {
                     // The grounding check has its own one turn.
                     HarnessMessageKind::Corrective if !text.starts_with(GROUNDING_PREFIX) => {

@@ -82,7 +82,7 @@ fn call(id: &str, name: &str, args: &str, output: &str) -> Vec<TranscriptItem> {
             name: name.into(),
             status: ReceiptStatus::Ok,
             output: output.into(),
-            receipt: Some(Receipt {
+            receipt: Some(Box::new(Receipt {
                 call_id: id.into(),
                 tool_name: name.into(),
                 effect: EffectClass::Observe,
@@ -93,7 +93,7 @@ fn call(id: &str, name: &str, args: &str, output: &str) -> Vec<TranscriptItem> {
                 evidence: ReceiptEvidence::default(),
                 verification_status: VerificationStatus::Verified,
                 error: None,
-            }),
+            })),
         },
     ]
 }

@@ -56,7 +56,7 @@ pub(crate) fn tool_result(
         name: tool.into(),
         status,
         output: output.into(),
-        receipt: Some(Receipt {
+        receipt: Some(Box::new(Receipt {
             call_id: call_id.into(),
             tool_name: tool.into(),
             effect: EffectClass::Observe,
@@ -76,7 +76,7 @@ pub(crate) fn tool_result(
                 VerificationStatus::NotApplicable
             },
             error: None,
-        }),
+        })),
     }
 }
 

@@ -459,7 +459,7 @@ mod tests {
             name: "read".into(),
             status: ReceiptStatus::Ok,
             output: "out a".into(),
-            receipt: Some(receipt),
+            receipt: Some(Box::new(receipt)),
         };
         let n = normalize(&[call("a"), with_receipt.clone()]);
         assert_eq!(n.items, vec![call("a"), result("a")]);

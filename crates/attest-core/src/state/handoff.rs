@@ -141,7 +141,7 @@ mod tests {
                 name: "read_file".into(),
                 status: ReceiptStatus::Ok,
                 output: "port = 8080".into(),
-                receipt: Some(Receipt {
+                receipt: Some(Box::new(Receipt {
                     call_id: "c1".into(),
                     tool_name: "read_file".into(),
                     effect: EffectClass::Observe,
@@ -156,7 +156,7 @@ mod tests {
                     },
                     verification_status: VerificationStatus::Verified,
                     error: None,
-                }),
+                })),
             },
         ];
         let state =
