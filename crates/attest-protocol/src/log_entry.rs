@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 /// audit record, in the order they happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "entry", rename_all = "snake_case")]
-// Not boxed: entries live only until the next flush, and most are events,
-// which a box would cost an allocation each.
+// Not boxed: most entries are events, and a box would cost each of them an
+// allocation; the other variants are small (an item, since its receipt is
+// boxed), so boxing could only shrink the rarer ones' slots.
 #[allow(clippy::large_enum_variant)]
 pub enum LogEntry {
     Item {
