@@ -11,6 +11,7 @@ use attest_protocol::{
     ReceiptStatus, TranscriptItem,
 };
 use chrono::{DateTime, Duration, Utc};
+use std::collections::HashMap;
 
 /// A successful, verified tool result of the run: the only thing that can
 /// back a fact from an answer.
@@ -29,14 +30,19 @@ pub struct ReceiptView<'a> {
 /// The results in `items` that count as evidence: the tool ran, succeeded
 /// and its declared evidence is present (`Receipt::is_satisfying`).
 pub fn backing_receipts(items: &[TranscriptItem]) -> Vec<ReceiptView<'_>> {
-    let arguments = |id: &str| {
-        items.iter().find_map(|i| match i {
-            TranscriptItem::ToolCall {
-                call_id, arguments, ..
-            } if call_id == id => Some(arguments.as_str()),
-            _ => None,
-        })
-    };
+    // Each call's arguments by id, looked up once per result: a search of
+    // the items per result made a long run's end quadratic.
+    let mut calls: HashMap<&str, &str> = HashMap::new();
+    for item in items {
+        if let TranscriptItem::ToolCall {
+            call_id, arguments, ..
+        } = item
+        {
+            // The first call of an id is the one a result answers.
+            calls.entry(call_id).or_insert(arguments);
+        }
+    }
+    let arguments = |id: &str| calls.get(id).copied();
     items
         .iter()
         .filter_map(|item| match item {
@@ -316,6 +322,34 @@ mod tests {
             Utc::now(),
         );
         assert!(g.reason.contains("need a receipt"), "{}", g.reason);
+    }
+
+    #[test]
+    fn each_receipt_carries_its_own_calls_arguments() {
+        let call = |id: &str, args: &str| TranscriptItem::ToolCall {
+            call_id: id.into(),
+            name: "read_file".into(),
+            arguments: args.into(),
+        };
+        let items = [
+            call("c1", r#"{"path":"a"}"#),
+            call("c2", r#"{"path":"b"}"#),
+            result("c2", "read_file", "b", true, Some("b")),
+            result("c1", "read_file", "a", true, Some("a")),
+            // An id used again: a result answers the first call of its id.
+            call("c1", r#"{"path":"z"}"#),
+            result("c3", "read_file", "no call", true, Some("c")),
+        ];
+        let receipts = backing_receipts(&items);
+        let pairs: Vec<(&str, &str)> = receipts.iter().map(|r| (r.call_id, r.arguments)).collect();
+        assert_eq!(
+            pairs,
+            [
+                ("c2", r#"{"path":"b"}"#),
+                ("c1", r#"{"path":"a"}"#),
+                ("c3", "")
+            ]
+        );
     }
 
     #[test]
