@@ -38,7 +38,7 @@ pub fn backing_receipts(items: &[TranscriptItem]) -> Vec<ReceiptView<'_>> {
             call_id, arguments, ..
         } = item
         {
-            // The first call of an id is the one a result answers.
+            // An id used twice keeps its first call, as the search did.
             calls.entry(call_id).or_insert(arguments);
         }
     }
@@ -336,7 +336,7 @@ mod tests {
             call("c2", r#"{"path":"b"}"#),
             result("c2", "read_file", "b", true, Some("b")),
             result("c1", "read_file", "a", true, Some("a")),
-            // An id used again: a result answers the first call of its id.
+            // An id used again keeps its first call.
             call("c1", r#"{"path":"z"}"#),
             result("c3", "read_file", "no call", true, Some("c")),
         ];
