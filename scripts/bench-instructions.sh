@@ -7,7 +7,9 @@
 # simulated L1 data read misses are counted in attest's user space only,
 # the same from one run to the next, so a busy or slow machine does not
 # move them (the kernel's share, such as copying each request into the
-# socket, is not in them).
+# socket, is not in them). Valgrind's CPU has no SHA instructions, so the
+# hash chain's SHA-256 runs in software here: more instructions per step
+# than natively, the same for every step.
 #
 # Prints each run's totals, then what each extra step adds between
 # consecutive step counts: a per-step path that is flat with the history
