@@ -208,10 +208,9 @@ impl SqliteStore {
         Ok(head)
     }
 
-    /// Inserts one entry within `tx` with its chain hash, moving the run's
-    /// head on only if it still is where this process saw it (so a second
-    /// writer cannot fork the chain unnoticed). Returns the new head, or
-    /// `None` when the head had moved (the caller rolls back).
+    /// Inserts one entry within `tx` with its chain hash after `head`;
+    /// returns the new head. The caller moves the run's head once per
+    /// transaction ([`SqliteStore::move_head`]).
     fn insert_entry(
         tx: &rusqlite::Transaction<'_>,
         run_id: &str,
@@ -220,20 +219,10 @@ impl SqliteStore {
         kind: &str,
         name: &str,
         body: &str,
-    ) -> Result<Option<Head>, StoreError> {
+    ) -> Result<Head, StoreError> {
         let hash = head
             .prev()
             .map(|prev| chain::link(prev, run_id, kind, name, body));
-        if let Some(hash) = &hash {
-            let moved = tx
-                .prepare_cached(
-                    "UPDATE runs SET chain_head = ?2 WHERE id = ?1 AND chain_head IS ?3",
-                )?
-                .execute(params![run_id, hash, head.stored()])?;
-            if moved == 0 {
-                return Ok(None);
-            }
-        }
         const INSERT: &str = "INSERT INTO entries (run_id, kind, type, body, created_at, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
         let insert = params![run_id, kind, name, body, now(), hash];
         if body.len() >= LARGE_ENTRY {
@@ -269,10 +258,32 @@ impl SqliteStore {
             }
             _ => {}
         }
-        Ok(Some(match hash {
+        Ok(match hash {
             Some(h) => Head::Stored(h),
             None => Head::Legacy,
-        }))
+        })
+    }
+
+    /// Moves the run's head from `from` to `to` within `tx`, only if it
+    /// still is where this process saw it (so a second writer cannot fork
+    /// the chain unnoticed). Once per transaction, not per entry: the
+    /// transaction holds the write lock, so no writer moves the head
+    /// between its entries. Returns whether it moved; the caller rolls
+    /// back when it did not.
+    fn move_head(
+        tx: &rusqlite::Transaction<'_>,
+        run_id: &str,
+        from: &Head,
+        to: &Head,
+    ) -> Result<bool, StoreError> {
+        // No entry linked (none written, or a run from before the chain).
+        let Some(new) = to.stored().filter(|&new| from.stored() != Some(new)) else {
+            return Ok(true);
+        };
+        let moved = tx
+            .prepare_cached("UPDATE runs SET chain_head = ?2 WHERE id = ?1 AND chain_head IS ?3")?
+            .execute(params![run_id, new, from.stored()])?;
+        Ok(moved > 0)
     }
 
     fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
@@ -563,7 +574,7 @@ impl Store for SqliteStore {
                     });
                 }
             }
-            let mut linked = true;
+            let start = head.clone();
             for entry in entries {
                 if let LogEntry::Archive { item } = entry {
                     tx.prepare_cached(
@@ -582,15 +593,9 @@ impl Store for SqliteStore {
                     body.shrink_to_fit();
                 }
                 let (kind, name) = entry_type(&stored, &body)?;
-                match Self::insert_entry(&tx, run_id, &head, &stored, &kind, &name, &body)? {
-                    Some(next) => head = next,
-                    None => {
-                        linked = false;
-                        break;
-                    }
-                }
+                head = Self::insert_entry(&tx, run_id, &head, &stored, &kind, &name, &body)?;
             }
-            if linked {
+            if Self::move_head(&tx, run_id, &start, &head)? {
                 tx.commit()?;
                 self.heads.insert(run_id.to_string(), head);
                 return Ok(());

@@ -58,6 +58,7 @@ conformance!(
     tokens_are_listed_and_revoked,
     memory_items_round_trip,
     a_resumed_handle_continues_the_chain_another_handle_started,
+    a_stale_handles_batch_is_linked_after_the_other_handles_entries,
     a_delivery_key_is_first_only_once,
     trace_records_are_read_back_by_name_in_order,
 );
@@ -616,6 +617,38 @@ fn a_resumed_handle_continues_the_chain_another_handle_started(b: &dyn Backend) 
     assert_eq!(
         second.verify_chain("r1").unwrap(),
         ChainVerdict::Intact { entries: 3 }
+    );
+}
+
+fn a_stale_handles_batch_is_linked_after_the_other_handles_entries(b: &dyn Backend) {
+    let mut first = b.open();
+    begin(first.as_mut(), "r1", "s1");
+    first.append_all("r1", &[user("one"), user("two")]).unwrap();
+    let mut second = b.open();
+    second
+        .append_all("r1", &[user("three"), user("four")])
+        .unwrap();
+    // `first` still holds the head it left after "two": its batch must
+    // not link from there (a fork), but after "four", whole.
+    first
+        .append_all("r1", &[user("five"), user("six"), user("seven")])
+        .unwrap();
+    let texts: Vec<String> = second
+        .items("r1")
+        .unwrap()
+        .into_iter()
+        .map(|i| match i {
+            TranscriptItem::UserInput { text } => text,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        ["one", "two", "three", "four", "five", "six", "seven"]
+    );
+    assert_eq!(
+        second.verify_chain("r1").unwrap(),
+        ChainVerdict::Intact { entries: 7 }
     );
 }
 
