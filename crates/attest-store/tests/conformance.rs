@@ -121,6 +121,19 @@ fn user(text: &str) -> LogEntry {
     }
 }
 
+/// The texts of a run's items, each a user input.
+fn user_texts(store: &dyn ServerStore, run: &str) -> Vec<String> {
+    store
+        .items(run)
+        .unwrap()
+        .into_iter()
+        .map(|i| match i {
+            TranscriptItem::UserInput { text } => text,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
 fn queued(id: &str, session: &str, key: Option<&str>) -> QueuedRun {
     QueuedRun {
         run_id: id.into(),
@@ -366,16 +379,7 @@ fn a_fenced_append_is_refused_once_another_worker_took_the_lease(b: &dyn Backend
         Err(StoreError::Fenced { .. })
     ));
     assert!(new.artifacts("r1").unwrap().is_empty());
-    let texts: Vec<String> = new
-        .items("r1")
-        .unwrap()
-        .into_iter()
-        .map(|i| match i {
-            TranscriptItem::UserInput { text } => text,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(texts, ["one", "two"]);
+    assert_eq!(user_texts(new.as_ref(), "r1"), ["one", "two"]);
     assert_eq!(
         new.verify_chain("r1").unwrap(),
         ChainVerdict::Intact { entries: 2 }
@@ -633,17 +637,8 @@ fn a_stale_handles_batch_is_linked_after_the_other_handles_entries(b: &dyn Backe
     first
         .append_all("r1", &[user("five"), user("six"), user("seven")])
         .unwrap();
-    let texts: Vec<String> = second
-        .items("r1")
-        .unwrap()
-        .into_iter()
-        .map(|i| match i {
-            TranscriptItem::UserInput { text } => text,
-            other => panic!("{other:?}"),
-        })
-        .collect();
     assert_eq!(
-        texts,
+        user_texts(second.as_ref(), "r1"),
         ["one", "two", "three", "four", "five", "six", "seven"]
     );
     assert_eq!(
