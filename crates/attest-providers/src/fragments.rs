@@ -13,11 +13,10 @@
 //! Copying every piece still costs a look-up per piece, so a run's leading
 //! messages are also kept whole (`KeptPrefix`), and their pieces dropped:
 //! a request that starts with their items builds only the messages after
-//! them, and the body
-//! ([`KeptBody`]) holds the kept messages by reference instead of copying
-//! them: a long run's body is hundreds of kilobytes, and copying it every
-//! step grew the step's cost (and evicted the rest of the step's data from
-//! the CPU's caches).
+//! them, and the body ([`KeptBody`]) holds the kept messages by reference
+//! instead of copying them: a long run's body is hundreds of kilobytes,
+//! and copying it every step grew the step's cost (and evicted the rest of
+//! the step's data from the CPU's caches).
 //!
 //! [`ModelRequest::history`]: crate::ModelRequest::history
 
@@ -97,37 +96,6 @@ impl KeptPrefix {
     /// Whether `call_id` is the id of a call among the prefix's items.
     pub(crate) fn has_call(&self, call_id: &str) -> bool {
         self.call_ids.contains(call_id)
-    }
-
-    /// Moves the prefix on to `history[..cut]`, which begins with its
-    /// items, taking the JSON of the messages it grows by from `written`,
-    /// the request just written without the prefix: the prefix goes in at
-    /// byte `at`, and the `count` messages from there are made from
-    /// `history[self.covers()..cut]`.
-    fn extend_from_body(
-        &mut self,
-        history: &[Arc<TranscriptItem>],
-        cut: usize,
-        written: &str,
-        at: usize,
-        count: usize,
-    ) {
-        let from = self.covers();
-        let Some(len) = written.get(at..).and_then(|rest| message_ends(rest, count)) else {
-            return;
-        };
-        if cut <= from {
-            return;
-        }
-        self.items.truncate(from);
-        self.items
-            .extend(history[from..=cut].iter().map(Arc::downgrade));
-        for item in &history[from..cut] {
-            if let TranscriptItem::ToolCall { call_id, .. } = &**item {
-                self.call_ids.insert(call_id.clone());
-            }
-        }
-        self.push_run(&written[at..at + len]);
     }
 
     /// Whether `history` begins with the prefix's items and the item after
@@ -332,12 +300,17 @@ impl Fragments {
         }
     }
 
-    /// Moves `prefix` on over `history[..cut]` (see
-    /// [`KeptPrefix::extend_from_body`]) and drops the pieces of the items
-    /// it now covers: the requests that begin with those items copy the
-    /// prefix's messages whole, so their pieces were the same bytes kept a
-    /// second time, for the length of the run. A request that no longer
-    /// begins with them (after a compaction) writes them once more.
+    /// Moves `prefix` on to `history[..cut]`, which begins with its items,
+    /// taking the JSON of the messages it grows by from `written`, the
+    /// request just written without the prefix: the prefix goes in at byte
+    /// `at`, and the `count` messages from there are made from
+    /// `history[prefix.covers()..cut]`.
+    ///
+    /// The pieces of the items it now covers are dropped: the requests
+    /// that begin with those items copy the prefix's messages whole, so
+    /// their pieces were the same bytes kept a second time, for the length
+    /// of the run. A request that no longer begins with them (after a
+    /// compaction) writes them once more.
     pub(crate) fn extend_prefix(
         &mut self,
         prefix: &mut KeptPrefix,
@@ -348,10 +321,23 @@ impl Fragments {
         count: usize,
     ) {
         let from = prefix.covers();
-        prefix.extend_from_body(history, cut, written, at, count);
-        for item in history.get(from..prefix.covers()).unwrap_or_default() {
+        let Some(len) = written.get(at..).and_then(|rest| message_ends(rest, count)) else {
+            return;
+        };
+        if cut <= from {
+            return;
+        }
+        prefix.items.truncate(from);
+        prefix
+            .items
+            .extend(history[from..=cut].iter().map(Arc::downgrade));
+        for item in &history[from..cut] {
+            if let TranscriptItem::ToolCall { call_id, .. } = &**item {
+                prefix.call_ids.insert(call_id.clone());
+            }
             self.entries.remove(&(Arc::as_ptr(item) as usize));
         }
+        prefix.push_run(&written[at..at + len]);
     }
 
     /// The kept leading messages of `history`'s run, taken out to be used
