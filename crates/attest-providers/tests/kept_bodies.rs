@@ -359,8 +359,8 @@ fn pieces_a_kept_prefix_covers_are_not_kept_twice() {
         }
         let covered = kept.prefix_covers(&last);
         assert!(covered > 150, "the prefix covers {covered} items");
-        // Pieces of the newest items only (each piece of every item before
-        // this change: over 150).
+        // Pieces of the newest items only (with the covered items' pieces
+        // left in, 121 of them here).
         assert!(
             kept.len() <= 8,
             "{} pieces kept beside a prefix of {covered} of {} items",
