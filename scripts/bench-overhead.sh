@@ -13,7 +13,10 @@
 #     ratio of the last 20 steps' median to the first 20's;
 #   - the same median and ratio measured up to the server having read
 #     request k+1 whole ("whole"), which adds moving the body across
-#     loopback: at 500 steps a body is several hundred kilobytes;
+#     loopback: at 500 steps a body is over a hundred kilobytes;
+#   - the model's time to answer, request's first byte in → response's
+#     last byte out, median of the first 20 and of the last 20 steps
+#     ("model ms"): attest sits idle for that long before each step;
 #   - start-up: process start → first request at the server;
 #   - peak RSS of the attest process (/usr/bin/time -f %M).
 #
@@ -24,6 +27,15 @@
 # the server's growing work, not attest's. ATTEST_BENCH_NO_PIN=1 lets the
 # server run on every CPU too; ATTEST_BENCH_PIN_ATTEST=1 keeps attest off
 # the server's CPU.
+#
+# By default the server answers as soon as it has checked a request, which
+# takes it longer as the body grows (about 0.3 ms at the first steps, 4 to
+# 5 ms at the 500th): attest then waits longer before each late step and
+# starts it colder, which on some VMs makes late steps slower without
+# attest doing more. ATTEST_BENCH_MODEL_LATENCY_MS=T holds each response
+# until T ms after its request's first byte (a model's constant latency,
+# far below a real one's; take T above the server's own time, e.g. 6), so
+# the idle time before a step is the same early and late.
 #
 # Usage: scripts/bench-overhead.sh [STEPS...]   (default: 100 500)
 # Set ATTEST_BENCH_NO_BUILD=1 to reuse the build, ATTEST_BENCH_PROFILE to
@@ -106,7 +118,7 @@ def one(wire, stream, steps):
         for k, r in enumerate(receipts):
             tool = micros(r["finished_at"]) - micros(r["started_at"])
             per_step.append((wire_times[k + 1][0] - wire_times[k][1] - tool) / 1000.0)
-            whole.append((times[k + 1][0] - times[k][1] - tool) / 1000.0)
+            whole.append((times[k + 1][0] - wire_times[k][1] - tool) / 1000.0)
         startup = (wire_times[0][0] - started * 1_000_000) / 1000.0
         series = os.environ.get("ATTEST_BENCH_SERIES")
         if series:
@@ -120,21 +132,23 @@ def one(wire, stream, steps):
             name = f"{wire}-{'stream' if stream else 'plain'}-{steps}-{int(started)}.json"
             with open(f"{series}/{name}", "w") as f:
                 json.dump(moments, f)
-        return per_step, whole, rss_kb, startup
+        model = [(b - a) / 1000.0 for a, b in wire_times]
+        return per_step, whole, rss_kb, startup, model
 
 def ratio(xs):
     return statistics.median(xs[-20:]) / statistics.median(xs[:20])
 
 print(f"{'wire':<10} {'stream':<6} {'steps':>5} {'median ms':>9} {'p90 ms':>7} "
       f"{'last20/first20':>14} {'start-up ms':>11} {'peak RSS MB':>11} "
-      f"{'whole: median':>13} {'ratio':>5}")
+      f"{'whole: median':>13} {'ratio':>5} {'model ms':>11}")
 for steps in steps_list:
     for wire in ["openai", "anthropic"]:
         for stream in [False, True]:
-            per_step, whole, rss_kb, startup = one(wire, stream, steps)
+            per_step, whole, rss_kb, startup, model = one(wire, stream, steps)
+            waits = f"{statistics.median(model[:20]):.1f}→{statistics.median(model[-20:]):.1f}"
             med = statistics.median(per_step)
             p90 = statistics.quantiles(per_step, n=10)[-1]
             print(f"{wire:<10} {str(stream).lower():<6} {steps:>5} {med:>9.3f} {p90:>7.3f} "
                   f"{ratio(per_step):>14.2f} {startup:>11.1f} {rss_kb / 1024:>11.1f} "
-                  f"{statistics.median(whole):>13.3f} {ratio(whole):>5.2f}", flush=True)
+                  f"{statistics.median(whole):>13.3f} {ratio(whole):>5.2f} {waits:>11}", flush=True)
 PY

@@ -16,6 +16,12 @@
 //! socket tells when attest put the request on the wire. Requests of one
 //! run come one at a time, so the first byte from attest after a response
 //! begins the next request.
+//!
+//! With `ATTEST_BENCH_MODEL_LATENCY_MS=T` in its environment the forwarding
+//! socket holds each response until T ms after its request's first byte
+//! (or sends it at once if the model server took longer): a model whose
+//! time to answer does not grow with the request, as the server's own
+//! checking does.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -42,8 +48,14 @@ struct WireTimes {
     answering: bool,
 }
 
-/// Forwards every connection on `listener` to `upstream`, timing the turns.
-async fn forward(listener: TcpListener, upstream: String, times: Arc<Mutex<WireTimes>>) {
+/// Forwards every connection on `listener` to `upstream`, timing the turns
+/// and holding each response until `latency` µs after its request began.
+async fn forward(
+    listener: TcpListener,
+    upstream: String,
+    times: Arc<Mutex<WireTimes>>,
+    latency: Option<u64>,
+) {
     while let Ok((client, _)) = listener.accept().await {
         let Ok(server) = TcpStream::connect(&upstream).await else {
             continue;
@@ -79,6 +91,14 @@ async fn forward(listener: TcpListener, upstream: String, times: Arc<Mutex<WireT
         tokio::spawn(async move {
             let mut buf = vec![0u8; 1 << 16];
             while let Ok(n @ 1..) = server_read.read(&mut buf).await {
+                let asked_at = {
+                    let t = outbound.lock().unwrap();
+                    (!t.answering).then(|| t.first_in.last().copied()).flatten()
+                };
+                if let (Some(latency), Some(asked_at)) = (latency, asked_at) {
+                    let wait = (asked_at + latency).saturating_sub(epoch_micros());
+                    tokio::time::sleep(Duration::from_micros(wait)).await;
+                }
                 if client_write.write_all(&buf[..n]).await.is_err() {
                     break;
                 }
@@ -122,7 +142,20 @@ async fn main() {
     let front = listener.local_addr().expect("address").to_string();
     let upstream = model.server.address().to_string();
     let wire_times = Arc::new(Mutex::new(WireTimes::default()));
-    tokio::spawn(forward(listener, upstream.clone(), Arc::clone(&wire_times)));
+    // In µs, like the wire times.
+    let latency = std::env::var("ATTEST_BENCH_MODEL_LATENCY_MS")
+        .ok()
+        .map(|ms| {
+            ms.parse::<u64>()
+                .expect("ATTEST_BENCH_MODEL_LATENCY_MS is a number")
+                * 1000
+        });
+    tokio::spawn(forward(
+        listener,
+        upstream.clone(),
+        Arc::clone(&wire_times),
+        latency,
+    ));
     let url = model.base_url().replace(&upstream, &front);
     std::fs::write(dir.join("url"), url).expect("write url");
     while model.times().len() < steps {
