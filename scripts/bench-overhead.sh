@@ -35,7 +35,8 @@
 # attest doing more. ATTEST_BENCH_MODEL_LATENCY_MS=T holds each response
 # until T ms after its request's first byte (a model's constant latency,
 # far below a real one's; take T above the server's own time, e.g. 6), so
-# the idle time before a step is the same early and late.
+# the idle time before a step is the same early and late; `A..B` makes it
+# grow from A to B ms over the run instead (the scripted server's docs).
 #
 # Usage: scripts/bench-overhead.sh [STEPS...]   (default: 100 500)
 # Set ATTEST_BENCH_NO_BUILD=1 to reuse the build, ATTEST_BENCH_PROFILE to

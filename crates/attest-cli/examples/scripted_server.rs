@@ -21,7 +21,9 @@
 //! socket holds each response until T ms after its request's first byte
 //! (or sends it at once if the model server took longer): a model whose
 //! time to answer does not grow with the request, as the server's own
-//! checking does.
+//! checking does. `A..B` instead goes from A ms at the first request to B
+//! at the last, in equal steps: an idle time that grows while the history
+//! stays short.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -48,13 +50,43 @@ struct WireTimes {
     answering: bool,
 }
 
+/// The model's time to answer request `k` of `steps`, in µs, from
+/// `ATTEST_BENCH_MODEL_LATENCY_MS` (`T` or `A..B`, in ms).
+#[derive(Clone, Copy)]
+struct Latency {
+    first: f64,
+    last: f64,
+    steps: usize,
+}
+
+impl Latency {
+    fn from_env(steps: usize) -> Option<Latency> {
+        let spec = std::env::var("ATTEST_BENCH_MODEL_LATENCY_MS").ok()?;
+        let ms = |s: &str| -> f64 {
+            s.trim()
+                .parse()
+                .expect("ATTEST_BENCH_MODEL_LATENCY_MS is T or A..B, in ms")
+        };
+        let (first, last) = match spec.split_once("..") {
+            Some((a, b)) => (ms(a), ms(b)),
+            None => (ms(&spec), ms(&spec)),
+        };
+        Some(Latency { first, last, steps })
+    }
+
+    fn micros(self, k: usize) -> u64 {
+        let along = k as f64 / self.steps.saturating_sub(1).max(1) as f64;
+        ((self.first + (self.last - self.first) * along) * 1000.0) as u64
+    }
+}
+
 /// Forwards every connection on `listener` to `upstream`, timing the turns
-/// and holding each response until `latency` µs after its request began.
+/// and holding each response until its `latency` after its request began.
 async fn forward(
     listener: TcpListener,
     upstream: String,
     times: Arc<Mutex<WireTimes>>,
-    latency: Option<u64>,
+    latency: Option<Latency>,
 ) {
     while let Ok((client, _)) = listener.accept().await {
         let Ok(server) = TcpStream::connect(&upstream).await else {
@@ -91,13 +123,18 @@ async fn forward(
         tokio::spawn(async move {
             let mut buf = vec![0u8; 1 << 16];
             while let Ok(n @ 1..) = server_read.read(&mut buf).await {
-                let asked_at = {
+                // The first bytes of an answer: when its request began, and which.
+                let asked = {
                     let t = outbound.lock().unwrap();
-                    (!t.answering).then(|| t.first_in.last().copied()).flatten()
+                    let at = t.first_in.last().copied();
+                    at.filter(|_| !t.answering)
+                        .map(|at| (at, t.first_in.len() - 1))
                 };
-                if let (Some(latency), Some(asked_at)) = (latency, asked_at) {
-                    let wait = (asked_at + latency).saturating_sub(epoch_micros());
-                    tokio::time::sleep(Duration::from_micros(wait)).await;
+                if let (Some(latency), Some((at, k))) = (latency, asked) {
+                    let wait = (at + latency.micros(k)).saturating_sub(epoch_micros());
+                    // A thread's sleep: tokio's timer rounds up to whole ms.
+                    let hold = move || std::thread::sleep(Duration::from_micros(wait));
+                    tokio::task::spawn_blocking(hold).await.expect("sleep");
                 }
                 if client_write.write_all(&buf[..n]).await.is_err() {
                     break;
@@ -142,14 +179,7 @@ async fn main() {
     let front = listener.local_addr().expect("address").to_string();
     let upstream = model.server.address().to_string();
     let wire_times = Arc::new(Mutex::new(WireTimes::default()));
-    // In µs, like the wire times.
-    let latency = std::env::var("ATTEST_BENCH_MODEL_LATENCY_MS")
-        .ok()
-        .map(|ms| {
-            ms.parse::<u64>()
-                .expect("ATTEST_BENCH_MODEL_LATENCY_MS is a number")
-                * 1000
-        });
+    let latency = Latency::from_env(steps);
     tokio::spawn(forward(
         listener,
         upstream.clone(),
