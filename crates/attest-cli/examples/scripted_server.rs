@@ -50,8 +50,9 @@ struct WireTimes {
     answering: bool,
 }
 
-/// The model's time to answer request `k` of `steps`, in µs, from
-/// `ATTEST_BENCH_MODEL_LATENCY_MS` (`T` or `A..B`, in ms).
+/// The model's time to answer, from `ATTEST_BENCH_MODEL_LATENCY_MS` (`T`
+/// or `A..B`, in ms) and the number of requests; [`Latency::micros`] gives
+/// request `k`'s.
 #[derive(Clone, Copy)]
 struct Latency {
     first: f64,
