@@ -60,6 +60,28 @@ pub(crate) fn in_new_session(cmd: &mut Command) {
     let _ = cmd;
 }
 
+/// How long [`spawn`] waits before each new try while the program is busy.
+const BUSY_RETRY_DELAYS_MS: [u64; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// `cmd.spawn()`, tried again while Linux says the program is busy
+/// (`ETXTBSY`). A script that was just written (a tool wrote it, a test set
+/// it up) is busy for as long as any process still has it open for writing,
+/// and a child forked at that moment by another thread of this process
+/// inherits that descriptor until it execs. That window is short, so a few
+/// tries within about 130 ms outlast it; anything else fails at once.
+pub(crate) async fn spawn(cmd: &mut Command) -> io::Result<tokio::process::Child> {
+    let mut delays = BUSY_RETRY_DELAYS_MS.iter();
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == io::ErrorKind::ExecutableFileBusy => match delays.next() {
+                Some(&ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                None => return Err(e),
+            },
+            other => return other,
+        }
+    }
+}
+
 /// Output of a process that exited.
 #[derive(Debug)]
 pub(crate) struct Finished {
@@ -100,7 +122,7 @@ pub(crate) async fn run(
     .kill_on_drop(true);
     in_new_session(&mut cmd);
 
-    let mut child = match cmd.spawn() {
+    let mut child = match spawn(&mut cmd).await {
         Ok(child) => child,
         Err(e) => return RunResult::SpawnFailed(e),
     };
@@ -306,6 +328,53 @@ mod tests {
             !marker.exists(),
             "the background subshell survived the timeout"
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_program_busy_for_a_moment_still_starts() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("run.sh");
+        std::fs::write(&script, "#!/bin/sh\necho started\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Open for writing, as a forked child of another thread would hold
+        // it: exec fails with ETXTBSY until this handle is gone.
+        let writer = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&script)
+            .unwrap();
+        let err = std::process::Command::new(&script).output().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ExecutableFileBusy);
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(writer);
+        });
+        let r = run(Command::new(&script), None, None, 100).await;
+        release.join().unwrap();
+        let RunResult::Finished(f) = r else {
+            panic!("expected finished, got {r:?}");
+        };
+        assert_eq!(f.stdout, b"started\n");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_program_that_stays_busy_is_reported() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("run.sh");
+        std::fs::write(&script, "#!/bin/sh\necho started\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let _writer = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&script)
+            .unwrap();
+        let r = run(Command::new(&script), None, None, 100).await;
+        let RunResult::SpawnFailed(e) = r else {
+            panic!("expected a spawn failure, got {r:?}");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::ExecutableFileBusy);
     }
 
     #[tokio::test]

@@ -314,8 +314,8 @@ impl McpConnector for StdioConnector {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         process::in_new_session(&mut cmd);
-        let mut child = cmd
-            .spawn()
+        let mut child = process::spawn(&mut cmd)
+            .await
             .map_err(|e| format!("could not start `{}`: {e}", self.program.display()))?;
         let group = GroupKill::new(child.id());
         let (Some(stdin), Some(stdout), Some(mut stderr)) =
