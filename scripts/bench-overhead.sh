@@ -21,22 +21,22 @@
 #   - peak RSS of the attest process (/usr/bin/time -f %M).
 #
 # The model server is kept to one CPU (the last), which attest may share,
-# as a real provider runs on another machine: the server parses and checks
-# every request whole, which at 500 steps costs it a few milliseconds per
-# request, and letting it take any core made attest's late steps slower by
-# the server's growing work, not attest's. ATTEST_BENCH_NO_PIN=1 lets the
-# server run on every CPU too; ATTEST_BENCH_PIN_ATTEST=1 keeps attest off
-# the server's CPU.
+# as a real provider runs on another machine; ATTEST_BENCH_NO_PIN=1 lets
+# the server run on every CPU too; ATTEST_BENCH_PIN_ATTEST=1 keeps attest
+# off the server's CPU.
 #
-# By default the server answers as soon as it has checked a request, which
-# takes it longer as the body grows (about 0.3 ms at the first steps, 4 to
-# 5 ms at the 500th): attest then waits longer before each late step and
-# starts it colder, which on some VMs makes late steps slower without
-# attest doing more. ATTEST_BENCH_MODEL_LATENCY_MS=T holds each response
-# until T ms after its request's first byte (a model's constant latency,
-# far below a real one's; take T above the server's own time, e.g. 6), so
-# the idle time before a step is the same early and late; `A..B` makes it
-# grow from A to B ms over the run instead (the scripted server's docs).
+# The server answers each request from its script at once and checks every
+# body against the wire rules after the run (a broken one fails the
+# benchmark), so its time to answer, and attest's idle time before a step,
+# is about the same at the 500th step as at the first.
+# ATTEST_BENCH_CHECK_INLINE=1 checks (and emulates the prompt cache)
+# before answering instead, as the tests' server does: that takes it about
+# 0.3 ms at the first step and 4 to 5 ms at the 500th, and attest then
+# starts each late step colder, which on some VMs makes late steps slower
+# without attest doing more. ATTEST_BENCH_MODEL_LATENCY_MS=T holds each
+# response until T ms after its request's first byte (a model's constant
+# latency; a real one's is 200 ms and more); `A..B` makes it grow from A
+# to B ms over the run instead (the scripted server's docs).
 #
 # Usage: scripts/bench-overhead.sh [STEPS...]   (default: 100 500)
 # Set ATTEST_BENCH_NO_BUILD=1 to reuse the build, ATTEST_BENCH_PROFILE to
@@ -77,6 +77,8 @@ server_cpus = cpus[-1:] if pin else cpus
 # Optionally attest on the other CPUs only, so the two never share one.
 attest_cpus = cpus[:-1] if pin and os.environ.get("ATTEST_BENCH_PIN_ATTEST") else cpus
 print(f"model server on CPU {server_cpus}, attest on CPU {attest_cpus}", file=sys.stderr)
+checks = "before answering" if os.environ.get("ATTEST_BENCH_CHECK_INLINE") == "1" else "after the run"
+print(f"the server checks requests {checks}", file=sys.stderr)
 
 def one(wire, stream, steps):
     with tempfile.TemporaryDirectory() as ws:
@@ -146,7 +148,7 @@ for steps in steps_list:
     for wire in ["openai", "anthropic"]:
         for stream in [False, True]:
             per_step, whole, rss_kb, startup, model = one(wire, stream, steps)
-            waits = f"{statistics.median(model[:20]):.1f}→{statistics.median(model[-20:]):.1f}"
+            waits = f"{statistics.median(model[:20]):.2f}→{statistics.median(model[-20:]):.2f}"
             med = statistics.median(per_step)
             p90 = statistics.quantiles(per_step, n=10)[-1]
             print(f"{wire:<10} {str(stream).lower():<6} {steps:>5} {med:>9.3f} {p90:>7.3f} "
