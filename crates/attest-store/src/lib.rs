@@ -39,7 +39,7 @@ use attest_protocol::{LogEntry, MemoryItem, MemoryStatus, TraceRecord, Transcrip
 use chrono::{DateTime, Utc};
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

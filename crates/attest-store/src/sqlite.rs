@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_server.sql"),
     include_str!("../migrations/0006_approvals.sql"),
     include_str!("../migrations/0007_webhooks.sql"),
+    include_str!("../migrations/0008_plain_rowids.sql"),
 ];
 
 /// Where a run's chain stands, as this process last saw it.
