@@ -26,8 +26,10 @@ CREATE TABLE runs (
 CREATE INDEX runs_by_session ON runs(session_id, started_at);
 
 -- The append-only log: transcript items, events and trace records in order.
+-- Until schema 8 this and `artifacts` were AUTOINCREMENT; 0008 rebuilds
+-- the tables of stores created before, and a new store skips it.
 CREATE TABLE entries (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          INTEGER PRIMARY KEY,
     run_id      TEXT NOT NULL REFERENCES runs(id),
     kind        TEXT NOT NULL,
     type        TEXT NOT NULL,
@@ -51,7 +53,7 @@ CREATE TABLE receipts (
 
 -- Raw model outputs, kept for audit only: nothing reads them into a prompt.
 CREATE TABLE artifacts (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          INTEGER PRIMARY KEY,
     run_id      TEXT NOT NULL REFERENCES runs(id),
     step        INTEGER,
     kind        TEXT NOT NULL,

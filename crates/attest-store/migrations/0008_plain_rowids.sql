@@ -4,7 +4,9 @@
 -- the largest plus one, never reuses an id; AUTOINCREMENT only added a
 -- read and a write of sqlite_sequence to every insert, and so one more
 -- page to every step's commit. The tables are rebuilt with the same
--- columns, rows, ids, index and triggers.
+-- columns, rows, ids, index and triggers. A store created since schema 8
+-- gets them plain from 0001 and skips this file (`PLAIN_ROWIDS` in
+-- src/sqlite.rs).
 CREATE TABLE entries_v8 (
     id          INTEGER PRIMARY KEY,
     run_id      TEXT NOT NULL REFERENCES runs(id),

@@ -1,7 +1,7 @@
 //! Schema version 8 rebuilds `entries` and `artifacts` without
 //! AUTOINCREMENT: a store written before it keeps every row, id and hash,
 //! its runs still verify, new rows go on from the largest id, and the log
-//! stays append-only.
+//! stays append-only. A new store has them plain from the start.
 
 use attest_protocol::{LogEntry, TraceRecord, TranscriptItem};
 use attest_store::{ChainVerdict, NewRun, SqliteStore, Store, SCHEMA_VERSION};
@@ -156,6 +156,33 @@ fn a_version_7_store_keeps_its_rows_ids_and_chain() {
     // The rebuilt log is still append-only.
     let update = conn.execute("UPDATE entries SET body = 'x'", []);
     assert!(update.unwrap_err().to_string().contains("append-only"));
+    let delete = conn.execute("DELETE FROM entries", []);
+    assert!(delete.unwrap_err().to_string().contains("append-only"));
+}
+
+#[test]
+fn a_new_store_has_plain_rowids_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("attest.db");
+    let mut store = SqliteStore::open(&db).unwrap();
+    store.ensure_session("s").unwrap();
+    store.begin_run(&new_run("r1")).unwrap();
+    store
+        .append_all("r1", &[input("q"), raw_output(1), input("a")])
+        .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(autoincrement_tables(&conn), 0);
+    assert_eq!(sequences(&conn), 0);
+    assert_eq!(ids(&conn, "entries"), vec![1, 2, 3]);
+    assert_eq!(ids(&conn, "artifacts"), vec![1]);
+    assert_eq!(
+        store.verify_chain("r1").unwrap(),
+        ChainVerdict::Intact { entries: 3 }
+    );
     let delete = conn.execute("DELETE FROM entries", []);
     assert!(delete.unwrap_err().to_string().contains("append-only"));
 }
