@@ -12,6 +12,19 @@ const OPENAI: Variant = Variant {
     stream: false,
 };
 
+/// POSTs a body that is not JSON to the chat endpoint; the reply's status.
+async fn post_not_json(model: &MockModel) -> u16 {
+    let url = format!("{}/chat/completions", model.base_url());
+    let reply = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    reply.status().as_u16()
+}
+
 #[tokio::test]
 async fn a_run_against_the_after_run_server_is_served_and_found_valid() {
     for v in VARIANTS {
@@ -33,16 +46,8 @@ async fn a_run_against_the_after_run_server_is_served_and_found_valid() {
 #[tokio::test]
 async fn a_broken_request_is_answered_then_reported_after_the_run() {
     let model = MockModel::start_lean(OPENAI, vec![Turn::text("hello")], Checks::AfterRun).await;
-    let url = format!("{}/chat/completions", model.base_url());
-    let reply = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .body("{not json")
-        .send()
-        .await
-        .unwrap();
     // Answered from the script: nothing was checked yet.
-    assert_eq!(reply.status(), 200);
+    assert_eq!(post_not_json(&model).await, 200);
     assert_eq!(model.violations(), Vec::<String>::new());
 
     model.check_after_run();
@@ -57,14 +62,6 @@ async fn a_broken_request_is_answered_then_reported_after_the_run() {
 #[tokio::test]
 async fn an_inline_server_refuses_the_same_request_at_once() {
     let model = MockModel::start_lean(OPENAI, vec![Turn::text("hello")], Checks::Inline).await;
-    let url = format!("{}/chat/completions", model.base_url());
-    let reply = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .body("{not json")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reply.status(), 400);
+    assert_eq!(post_not_json(&model).await, 400);
     assert_eq!(model.violations().len(), 1);
 }

@@ -330,20 +330,27 @@ mod tests {
         );
     }
 
+    /// A script that prints "started", still open for writing as a child
+    /// forked by another thread would hold it: exec fails with ETXTBSY
+    /// until the returned handle is gone.
     #[cfg(target_os = "linux")]
-    #[tokio::test]
-    async fn a_program_busy_for_a_moment_still_starts() {
+    fn busy_script() -> (tempfile::TempDir, std::path::PathBuf, std::fs::File) {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("run.sh");
         std::fs::write(&script, "#!/bin/sh\necho started\n").unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        // Open for writing, as a forked child of another thread would hold
-        // it: exec fails with ETXTBSY until this handle is gone.
         let writer = std::fs::OpenOptions::new()
             .append(true)
             .open(&script)
             .unwrap();
+        (dir, script, writer)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_program_busy_for_a_moment_still_starts() {
+        let (_dir, script, writer) = busy_script();
         let err = std::process::Command::new(&script).output().unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::ExecutableFileBusy);
         let release = std::thread::spawn(move || {
@@ -361,15 +368,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_program_that_stays_busy_is_reported() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let script = dir.path().join("run.sh");
-        std::fs::write(&script, "#!/bin/sh\necho started\n").unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let _writer = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&script)
-            .unwrap();
+        let (_dir, script, _writer) = busy_script();
         let r = run(Command::new(&script), None, None, 100).await;
         let RunResult::SpawnFailed(e) = r else {
             panic!("expected a spawn failure, got {r:?}");
