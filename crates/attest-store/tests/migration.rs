@@ -176,6 +176,18 @@ fn a_new_store_has_plain_rowids_from_the_start() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     assert_eq!(autoincrement_tables(&conn), 0);
+    // As 0001 wrote them: the rebuild's RENAME would have stored
+    // `CREATE TABLE "entries"`, so a new store did not run it.
+    for table in ["entries", "artifacts"] {
+        let sql: String = conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(sql.starts_with(&format!("CREATE TABLE {table} (")), "{sql}");
+    }
     assert_eq!(sequences(&conn), 0);
     assert_eq!(ids(&conn, "entries"), vec![1, 2, 3]);
     assert_eq!(ids(&conn, "artifacts"), vec![1]);
