@@ -15,6 +15,7 @@ use super::count_tokens;
 use super::AgentState;
 use attest_protocol::{AgentStateItem, StateItemType};
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Limits of the tail (defaults from seed 003 P4).
@@ -183,17 +184,21 @@ impl Section {
     }
 }
 
-fn line(item: &AgentStateItem) -> String {
-    let repeats = if item.occurrences > 1 {
-        format!(" ({} times)", item.occurrences)
-    } else {
-        String::new()
-    };
-    format!(
-        "- {}{repeats} [{}]",
-        item.content,
-        item.source_refs.join(", ")
-    )
+/// An item's line, `- content (N times) [refs]`, written onto `out`.
+fn push_line(out: &mut String, item: &AgentStateItem) {
+    out.push_str("- ");
+    out.push_str(&item.content);
+    if item.occurrences > 1 {
+        let _ = write!(out, " ({} times)", item.occurrences);
+    }
+    out.push_str(" [");
+    for (i, source) in item.source_refs.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(source);
+    }
+    out.push(']');
 }
 
 /// Render the active state within `budget`.
@@ -218,21 +223,28 @@ pub fn render_tail(state: &AgentState, budget: &TailBudget) -> TailRender {
         .map(|item| goal_text(&item.content, budget.max_goal_tokens));
     let goal = goal.as_deref();
     let mut text = compose(&sections, goal, omitted);
-    // Over budget: drop the oldest item of the lowest-priority section that may give way.
-    while text.len() > budget.max_tokens && tail_tokens(&text) > budget.max_tokens {
+    // Over budget: drop the oldest item of the lowest-priority section that
+    // may give way. Each text is counted once, and the count that ends the
+    // loop is the one returned; a text of no more bytes than the budget has
+    // no more tokens, so it is counted only at the end.
+    let counted = loop {
+        let counted = (text.len() > budget.max_tokens).then(|| tail_tokens(&text));
+        if counted.is_none_or(|tokens| tokens <= budget.max_tokens) {
+            break counted;
+        }
         let Some((_, _, items)) = sections
             .iter_mut()
             .rev()
             .find(|(_, s, items)| s.droppable() && !items.is_empty())
         else {
-            break;
+            break counted;
         };
         items.pop();
         omitted += 1;
         text = compose(&sections, goal, omitted);
-    }
+    };
     TailRender {
-        tokens: tail_tokens(&text),
+        tokens: counted.unwrap_or_else(|| tail_tokens(&text)),
         text,
         omitted,
     }
@@ -276,19 +288,21 @@ fn compose(
             continue;
         }
         if *section == Section::Goal {
-            out.push_str(&format!("\nGoal: {}", goal.unwrap_or(&items[0].content)));
+            out.push_str("\nGoal: ");
+            out.push_str(goal.unwrap_or(&items[0].content));
             continue;
         }
-        out.push_str(&format!("\n{title}:"));
+        let _ = write!(out, "\n{title}:");
         for item in items {
             out.push('\n');
-            out.push_str(&line(item));
+            push_line(&mut out, item);
         }
     }
     if omitted > 0 {
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             "\n({omitted} older item(s) omitted for length; they remain in the run's trace.)"
-        ));
+        );
     }
     out
 }
