@@ -191,30 +191,58 @@ impl Redactor {
                 out = re.replace_all(&out, *replacement).into_owned();
             }
         }
-        let re = secret_assignment();
-        if re.is_match(&out) {
-            out = re
-                .replace_all(&out, |c: &regex::Captures| {
-                    if c.get(4).is_some() {
-                        return format!("{}{}\"{REDACTED}\"", &c[1], &c[3]);
-                    }
-                    if c.get(5).is_some() {
-                        return format!("{}{}\\\"{REDACTED}\\\"", &c[1], &c[3]);
-                    }
-                    if c.get(6).is_some() {
-                        return format!("{}{}'{REDACTED}'", &c[1], &c[3]);
-                    }
-                    let value = c[7].trim_end_matches(['}', ']', ')']);
-                    if is_count_key(&c[1]) && is_count_value(value) {
-                        c[0].to_string()
-                    } else {
-                        format!("{}{}{REDACTED}", &c[1], &c[3])
-                    }
-                })
-                .into_owned();
+        // A body full of token counts (`"prompt_tokens":954`) matches here
+        // at every count, and the replacement gives each back unchanged:
+        // searched for captures only when some match is not such a count.
+        let mut found = secret_assignment().find_iter(&out).peekable();
+        if found.peek().is_some() && !found.all(|m| is_kept_count(m.as_str())) {
+            out = replace_assignments(&out);
         }
         redact_blobs(&out)
     }
+}
+
+/// Every [`secret_assignment`] in `text` with its value redacted, except
+/// token counts.
+fn replace_assignments(text: &str) -> String {
+    secret_assignment()
+        .replace_all(text, |c: &regex::Captures| {
+            if c.get(4).is_some() {
+                return format!("{}{}\"{REDACTED}\"", &c[1], &c[3]);
+            }
+            if c.get(5).is_some() {
+                return format!("{}{}\\\"{REDACTED}\\\"", &c[1], &c[3]);
+            }
+            if c.get(6).is_some() {
+                return format!("{}{}'{REDACTED}'", &c[1], &c[3]);
+            }
+            let value = c[7].trim_end_matches(['}', ']', ')']);
+            if is_count_key(&c[1]) && is_count_value(value) {
+                c[0].to_string()
+            } else {
+                format!("{}{}{REDACTED}", &c[1], &c[3])
+            }
+        })
+        .into_owned()
+}
+
+/// Whether a [`secret_assignment`] match is certainly a token count that
+/// [`replace_assignments`] gives back unchanged: a key that names a count,
+/// then `:` or `=`, then a bare number of at most nine digits. Decided on
+/// the match alone; anything else (quoted values, other keys) is left to
+/// the replacement.
+fn is_kept_count(assignment: &str) -> bool {
+    let key_end = assignment
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+        .unwrap_or(assignment.len());
+    let (key, rest) = assignment.split_at(key_end);
+    let rest = rest.strip_prefix('\\').unwrap_or(rest);
+    let rest = rest.strip_prefix('"').unwrap_or(rest);
+    let Some(value) = rest.trim_start().strip_prefix([':', '=']) else {
+        return false;
+    };
+    let value = value.trim_start().trim_end_matches(['}', ']', ')']);
+    is_count_key(key) && is_count_value(value)
 }
 
 const REDACTED: &str = "[REDACTED]";
@@ -671,5 +699,96 @@ mod structure_tests {
             serde_json::from_str::<serde_json::Value>(&out).is_ok(),
             "{out}"
         );
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn only_bare_counts_under_count_keys_are_kept_without_a_search() {
+        for kept in [
+            r#"prompt_tokens":954"#,
+            "max_tokens=4096",
+            r#"total_tokens": 12}"#,
+            r#"completion_tokens\":7"#,
+        ] {
+            assert!(is_kept_count(kept), "{kept}");
+        }
+        for searched in [
+            r#"max_tokens": "256""#,
+            "auth_tokens=123",
+            "tokens: sk9",
+            "prompt_tokens=1234567890",
+            "password=12345",
+            r#"prompt_tokens":-1"#,
+        ] {
+            assert!(!is_kept_count(searched), "{searched}");
+        }
+    }
+
+    #[test]
+    fn a_raw_body_of_counts_and_a_secret_keeps_the_counts_and_loses_the_secret() {
+        let body = r#"{"usage":{"prompt_tokens":954,"completion_tokens":7},"note":"api_key=abcd1234efgh"}"#;
+        let out = Redactor::new().redact(body);
+        assert!(
+            out.contains(r#""prompt_tokens":954,"completion_tokens":7"#),
+            "{out}"
+        );
+        assert!(!out.contains("abcd1234efgh"), "{out}");
+    }
+
+    /// Pieces of assignments: count and credential keys, separators,
+    /// bare, quoted and escaped values.
+    fn assignment_text() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "prompt_tokens",
+            "max_tokens",
+            "total_tokens",
+            "auth_tokens",
+            "token",
+            "api_key",
+            "tokens_before",
+            "x.tokens",
+            "Max-Tokens",
+            "password",
+            "note",
+        ]);
+        let sep = prop::sample::select(vec![":", "=", "\":", "\\\":", " : ", "\": "]);
+        let value = prop::sample::select(vec![
+            "954",
+            "1234567890",
+            "\"256\"",
+            "\\\"12\\\"",
+            "'9'",
+            "12}",
+            "7]}",
+            "sk-x",
+            "abc123",
+            "-1",
+            "0",
+            " 5",
+            "{\"a\":1}",
+        ]);
+        let glue = prop::sample::select(vec![",", " ", "\n", "{", "\"", ";"]);
+        prop::collection::vec((glue, key, sep, value), 1..6).prop_map(|parts| {
+            parts
+                .into_iter()
+                .map(|(g, k, s, v)| format!("{g}{k}{s}{v}"))
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// Skipping the replacement when every match is a kept count
+        /// changes nothing: the result is the full replacement's.
+        #[test]
+        fn skipping_counts_is_the_same_as_replacing(text in assignment_text()) {
+            let skipped = Redactor::new().redact_unbounded(&text);
+            let replaced = redact_blobs(&replace_assignments(&text));
+            prop_assert_eq!(skipped, replaced);
+        }
     }
 }
