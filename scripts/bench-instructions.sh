@@ -18,17 +18,21 @@
 #
 # Usage: scripts/bench-instructions.sh [STEPS...]   (default: 100 300 700 1000)
 # Needs valgrind (Debian: `apt-get install valgrind`). Set
-# ATTEST_BENCH_NO_BUILD=1 to reuse the release build.
+# ATTEST_BENCH_NO_BUILD=1 to reuse the release build, and
+# ATTEST_BENCH_PROFILE to use target/PROFILE/ instead of target/release/ (as
+# scripts/bench-overhead.sh does; a folder holding another build's `attest`
+# and `examples/scripted_server` works too, for comparing two binaries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps_list=("${@:-100 300 700 1000}")
 read -r -a steps_list <<<"${steps_list[*]}"
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
+profile=${ATTEST_BENCH_PROFILE:-release}
 if [[ -z "${ATTEST_BENCH_NO_BUILD:-}" ]]; then
-  cargo build --release -p attest-cli --no-default-features --bin attest --example scripted_server >&2
+  cargo build --profile "$profile" -p attest-cli --no-default-features --bin attest --example scripted_server >&2
 fi
-bin=target/release/attest
-server=target/release/examples/scripted_server
+bin=target/$profile/attest
+server=target/$profile/examples/scripted_server
 [[ -x $bin && -x $server ]] || { echo "missing $bin or $server" >&2; exit 1; }
 
 python3 - "$bin" "$server" "${steps_list[@]}" <<'PY'
