@@ -191,15 +191,20 @@ impl Redactor {
                 out = re.replace_all(&out, *replacement).into_owned();
             }
         }
-        // A body full of token counts (`"prompt_tokens":954`) matches here
-        // at every count, and the replacement gives each back unchanged:
-        // searched for captures only when some match is not such a count.
-        let mut found = secret_assignment().find_iter(&out).peekable();
-        if found.peek().is_some() && !found.all(|m| is_kept_count(m.as_str())) {
-            out = replace_assignments(&out);
-        }
-        redact_blobs(&out)
+        redact_blobs(&redact_assignments(out))
     }
+}
+
+/// [`replace_assignments`], skipped where it would change nothing: a body
+/// full of token counts (`"prompt_tokens":954`) matches at every count, and
+/// the replacement gives each back unchanged, so the capture search runs
+/// only when some match is not such a count.
+fn redact_assignments(text: String) -> String {
+    let mut found = secret_assignment().find_iter(&text).peekable();
+    if found.peek().is_some() && !found.all(|m| is_kept_count(m.as_str())) {
+        return replace_assignments(&text);
+    }
+    text
 }
 
 /// Every [`secret_assignment`] in `text` with its value redacted, except
@@ -786,9 +791,7 @@ mod count_tests {
         /// changes nothing: the result is the full replacement's.
         #[test]
         fn skipping_counts_is_the_same_as_replacing(text in assignment_text()) {
-            let skipped = Redactor::new().redact_unbounded(&text);
-            let replaced = redact_blobs(&replace_assignments(&text));
-            prop_assert_eq!(skipped, replaced);
+            prop_assert_eq!(redact_assignments(text.clone()), replace_assignments(&text));
         }
     }
 }

@@ -490,9 +490,13 @@ pub(crate) fn entry_type(entry: &LogEntry, body: &str) -> Result<(String, String
 /// strings with escapes.
 fn leading_tag<'a>(body: &'a str, kind: &str, field: &str, tag: &str) -> Option<&'a str> {
     let mut rest = body.strip_prefix("{\"entry\":")?;
-    (plain_string(&mut rest)? == kind).then_some(())?;
+    if plain_string(&mut rest)? != kind {
+        return None;
+    }
     rest = rest.strip_prefix(',')?;
-    (plain_string(&mut rest)? == field).then_some(())?;
+    if plain_string(&mut rest)? != field {
+        return None;
+    }
     rest = rest.strip_prefix(":{")?;
     for _ in 0..4 {
         let key = plain_string(&mut rest)?;
