@@ -103,7 +103,7 @@ fn bench(c: &mut Criterion) {
                 });
                 let request = ModelRequest {
                     system: "system".into(),
-                    tools: tools.clone(),
+                    tools: tools.clone().into(),
                     history: attest_core::provider::shared_history(normalized.items),
                     stream: true,
                     max_tokens: 4096,

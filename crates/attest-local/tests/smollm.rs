@@ -633,7 +633,7 @@ async fn the_provider_answers_a_request_on_its_worker_thread() {
     assert_eq!(provider.name(), "local");
     let request = ModelRequest {
         system: "You are a helpful assistant.".into(),
-        tools: vec![read_file_tool()],
+        tools: vec![read_file_tool()].into(),
         history: attest_core::provider::shared_history(vec![
             TranscriptItem::UserInput {
                 text: "Read a.txt".into(),
@@ -700,7 +700,7 @@ async fn the_provider_streams_each_decoded_piece_to_the_sink() {
     let provider = LocalProvider::load(cfg).unwrap();
     let request = ModelRequest {
         system: "You are a helpful assistant.".into(),
-        tools: vec![],
+        tools: vec![].into(),
         history: attest_core::provider::shared_history(vec![TranscriptItem::UserInput {
             text: "Repeat exactly: café 🙂 naïve 日本".into(),
         }]),
@@ -744,7 +744,7 @@ fn responses_are_parsed_into_calls_answers_or_violations() {
     };
     let request = ModelRequest {
         system: String::new(),
-        tools: vec![read_file_tool()],
+        tools: vec![read_file_tool()].into(),
         history: Vec::new(),
         stream: false,
         max_tokens: 100,
@@ -817,7 +817,7 @@ fn responses_are_parsed_into_calls_answers_or_violations() {
 async fn the_requests_seed_decides_what_is_sampled() {
     let request = |seed: u64| ModelRequest {
         system: "You are a storyteller.".into(),
-        tools: vec![],
+        tools: vec![].into(),
         history: attest_core::provider::shared_history(vec![TranscriptItem::UserInput {
             text: "Tell me a story about a fox.".into(),
         }]),

@@ -72,7 +72,7 @@ fn transcript(n: usize) -> Vec<TranscriptItem> {
 fn request(history: Vec<TranscriptItem>) -> ModelRequest {
     ModelRequest {
         system: "You are attest, an evidence-first agent. ".repeat(20),
-        tools: tools(),
+        tools: tools().into(),
         history: shared_history(history),
         stream: true,
         max_tokens: 4096,

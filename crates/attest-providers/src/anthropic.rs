@@ -5,6 +5,7 @@ use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, ReceiptStatus, TranscriptItem, Usage};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -21,14 +22,14 @@ use std::sync::Arc;
 /// the end of the previous user turn, where the previous request's
 /// breakpoint was, so it is read back however many blocks this step added.
 pub fn build_body(req: &ModelRequest, model: &str) -> Value {
-    serde_json::to_value(body(req, model, messages(turns(req), &[]))).unwrap_or(Value::Null)
+    serde_json::to_value(body(req, model, messages(turns(req), &[]), None)).unwrap_or(Value::Null)
 }
 
 /// The request body as sent: the same JSON as [`build_body`], written in
 /// one pass from borrowed data (the per-step path: no `Value` tree of the
 /// whole history built and dropped each request).
 pub fn body_json(req: &ModelRequest, model: &str) -> String {
-    serde_json::to_string(&body(req, model, messages(turns(req), &[]))).unwrap_or_default()
+    serde_json::to_string(&body(req, model, messages(turns(req), &[]), None)).unwrap_or_default()
 }
 
 /// [`body_json`] with each content block's JSON kept in `kept` and copied
@@ -60,7 +61,12 @@ pub fn body_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> KeptB
         .map(|(block, volatile)| kept.piece(keepable(req, block, *volatile)?, block))
         .collect();
     let messages = messages(turns, &json);
-    let written = serde_json::to_string(&body(req, model, messages)).unwrap_or_default();
+    let form = marks_last_tool(req) as u8;
+    let tools = (!req.tools.is_empty())
+        .then(|| kept.tools(&req.tools, form, || tool_defs(req)))
+        .flatten();
+    let written =
+        serde_json::to_string(&body(req, model, messages, tools.as_deref())).unwrap_or_default();
     let spliced = messages_start(&written).filter(|&at| prefix.fits_at(&written, at));
     // Never reached (a kept prefix is followed by its boundary item's
     // message); a body without its prefix is never sent.
@@ -140,8 +146,8 @@ struct Body<'a> {
     system: Option<System<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<Value>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<ToolDef<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Piece<'a, Vec<ToolDef<'a>>>>,
 }
 
 #[derive(Serialize)]
@@ -335,8 +341,13 @@ fn messages<'a>(turns: Vec<Turn<'a>>, json: &'a [KeptJson]) -> Vec<Message<'a>> 
         .collect()
 }
 
-/// The body around `messages`.
-fn body<'a>(req: &'a ModelRequest, model: &'a str, messages: Vec<Message<'a>>) -> Body<'a> {
+/// The body around `messages`; with `kept_tools`, the tool list's kept JSON.
+fn body<'a>(
+    req: &'a ModelRequest,
+    model: &'a str,
+    messages: Vec<Message<'a>>,
+    kept_tools: Option<&'a RawValue>,
+) -> Body<'a> {
     let caching = req.cache_key.is_some();
     let system = (!req.system.is_empty()).then(|| {
         if caching {
@@ -350,7 +361,30 @@ fn body<'a>(req: &'a ModelRequest, model: &'a str, messages: Vec<Message<'a>>) -
             System::Plain(&req.system)
         }
     });
-    let mut tools: Vec<ToolDef<'a>> = req
+    Body {
+        max_tokens: req.max_tokens,
+        messages,
+        model,
+        stop_sequences: &req.stop,
+        stream: req.stream.then_some(true),
+        system,
+        temperature: req.temperature.and_then(wire::temperature),
+        tools: (!req.tools.is_empty()).then(|| match kept_tools {
+            Some(json) => Piece::Kept(json),
+            None => Piece::Fresh(tool_defs(req)),
+        }),
+    }
+}
+
+/// Whether the tool list ends the cached prefix: it carries the
+/// breakpoint where there is no system prompt to carry it.
+fn marks_last_tool(req: &ModelRequest) -> bool {
+    req.cache_key.is_some() && req.system.is_empty()
+}
+
+/// The tool list in wire form.
+fn tool_defs(req: &ModelRequest) -> Vec<ToolDef<'_>> {
+    let mut tools: Vec<ToolDef<'_>> = req
         .tools
         .iter()
         .map(|t| ToolDef {
@@ -360,22 +394,12 @@ fn body<'a>(req: &'a ModelRequest, model: &'a str, messages: Vec<Message<'a>>) -
             name: &t.name,
         })
         .collect();
-    // Without a system prompt the tool list ends the prefix.
-    if caching && req.system.is_empty() {
+    if marks_last_tool(req) {
         if let Some(last) = tools.last_mut() {
             last.cache_control = Some(EPHEMERAL);
         }
     }
-    Body {
-        max_tokens: req.max_tokens,
-        messages,
-        model,
-        stop_sequences: &req.stop,
-        stream: req.stream.then_some(true),
-        system,
-        temperature: req.temperature.and_then(wire::temperature),
-        tools,
-    }
+    tools
 }
 
 /// The most `cache_control` breakpoints the API accepts in one request.

@@ -20,7 +20,7 @@
 //!
 //! [`ModelRequest::history`]: crate::ModelRequest::history
 
-use attest_protocol::TranscriptItem;
+use attest_protocol::{ToolSpec, TranscriptItem};
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -38,7 +38,24 @@ pub struct Fragments {
     /// (one per run whose requests come here).
     prefixes: HashMap<usize, KeptPrefix>,
     prefix_prune_at: usize,
+    /// Kept tool lists, by the list's allocation (see [`Fragments::tools`]).
+    tools: Vec<KeptTools>,
 }
+
+/// A tool list's JSON and the list it is made from, held so that its
+/// address names these specs for as long as the JSON is kept.
+#[derive(Debug)]
+struct KeptTools {
+    specs: Arc<[ToolSpec]>,
+    /// Which of a wire's forms of the list (Anthropic's marks the last tool
+    /// as a cache breakpoint where there is no system prompt).
+    form: u8,
+    json: Arc<RawValue>,
+}
+
+/// Kept tool lists past which the lists only this cache holds are dropped
+/// (a run holds its list while it sends requests).
+const TOOL_LISTS: usize = 8;
 
 /// The JSON of the messages a run's requests begin with, and what it is
 /// made from. Weak references keep the items' allocations, so their
@@ -281,6 +298,36 @@ impl Fragments {
         Some(json)
     }
 
+    /// The JSON of the tool list `specs` in its wire form `form`, written by
+    /// `write` the first time that list (the same allocation: a run's
+    /// requests share it while their tools stay the same) comes in that
+    /// form. The schemas are a fixed part of every body; written once, a
+    /// step no longer escapes them again. `None` where `write` fails.
+    pub(crate) fn tools<T: Serialize>(
+        &mut self,
+        specs: &Arc<[ToolSpec]>,
+        form: u8,
+        write: impl FnOnce() -> T,
+    ) -> Option<Arc<RawValue>> {
+        let same = |k: &KeptTools| Arc::ptr_eq(&k.specs, specs) && k.form == form;
+        if let Some(kept) = self.tools.iter().find(|k| same(k)) {
+            return Some(Arc::clone(&kept.json));
+        }
+        let json: Arc<RawValue> = serde_json::value::to_raw_value(&write()).ok()?.into();
+        if self.tools.len() >= TOOL_LISTS {
+            self.tools.retain(|k| Arc::strong_count(&k.specs) > 1);
+            if self.tools.len() >= TOOL_LISTS {
+                self.tools.remove(0);
+            }
+        }
+        self.tools.push(KeptTools {
+            specs: Arc::clone(specs),
+            form,
+            json: Arc::clone(&json),
+        });
+        Some(json)
+    }
+
     /// The kept JSON of the piece made from exactly `items`.
     fn get(&self, items: &[Arc<TranscriptItem>]) -> Option<&Arc<RawValue>> {
         let kept = self.entries.get(&(Arc::as_ptr(items.first()?) as usize))?;
@@ -390,6 +437,11 @@ impl Fragments {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// How many tool lists' JSON is kept.
+    pub fn tool_lists(&self) -> usize {
+        self.tools.len()
     }
 }
 

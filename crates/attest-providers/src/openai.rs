@@ -6,6 +6,7 @@ use crate::wire::{self, str_field, u64_field};
 use crate::{FinishKind, ModelRequest, ModelResponse, ParsedCall, ProviderError};
 use attest_protocol::{CallSource, HarnessMessageKind, TranscriptItem, Usage};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -15,14 +16,14 @@ use std::sync::Arc;
 /// body is a pure function of its inputs, and the system message and tools
 /// do not depend on the history (SPEC D5: stable prefix for caching).
 pub fn build_body(req: &ModelRequest, model: &str) -> Value {
-    serde_json::to_value(body(req, model, None)).unwrap_or(Value::Null)
+    serde_json::to_value(body(req, model, None, None)).unwrap_or(Value::Null)
 }
 
 /// The request body as sent: the same JSON as [`build_body`], written in
 /// one pass from borrowed data (no `Value` tree of the whole history built
 /// and dropped on every request).
 pub fn body_json(req: &ModelRequest, model: &str) -> String {
-    serde_json::to_string(&body(req, model, None)).unwrap_or_default()
+    serde_json::to_string(&body(req, model, None, None)).unwrap_or_default()
 }
 
 /// [`body_json`] with each message's JSON kept in `kept` and copied from
@@ -44,8 +45,12 @@ pub fn body_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> KeptB
         .iter()
         .map(|(range, message)| kept.piece(&req.history[range.clone()], message))
         .collect();
+    let tools = (!req.tools.is_empty())
+        .then(|| kept.tools(&req.tools, 0, || tool_defs(req)))
+        .flatten();
     let written =
-        serde_json::to_string(&body(req, model, Some((messages, &json)))).unwrap_or_default();
+        serde_json::to_string(&body(req, model, Some((messages, &json)), tools.as_deref()))
+            .unwrap_or_default();
     // The system message comes first, then the kept ones.
     let spliced = messages_start(&written)
         .and_then(|at| Some(at + message_ends(&written[at..], 1)? + 1))
@@ -113,8 +118,8 @@ struct Body<'a> {
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<Value>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<ToolDef<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Piece<'a, Vec<ToolDef<'a>>>>,
 }
 
 #[derive(Serialize)]
@@ -218,11 +223,13 @@ fn messages_from(items: &[Arc<TranscriptItem>], start: usize) -> Messages<'_> {
 }
 
 /// The body; with `kept`, the history's messages (as [`messages`] made
-/// them) and the kept JSON of each, copied where there is one.
+/// them) and the kept JSON of each, copied where there is one; with
+/// `kept_tools`, the tool list's kept JSON.
 fn body<'a>(
     req: &'a ModelRequest,
     model: &'a str,
     kept: Option<(Messages<'a>, &'a [KeptJson])>,
+    kept_tools: Option<&'a RawValue>,
 ) -> Body<'a> {
     let mut pieces = vec![Piece::Fresh(message("system", &req.system))];
     match kept {
@@ -251,19 +258,26 @@ fn body<'a>(
             include_usage: true,
         }),
         temperature: req.temperature.and_then(wire::temperature),
-        tools: req
-            .tools
-            .iter()
-            .map(|t| ToolDef {
-                function: FunctionDef {
-                    description: &t.description,
-                    name: &t.name,
-                    parameters: &t.parameters,
-                },
-                kind: "function",
-            })
-            .collect(),
+        tools: (!req.tools.is_empty()).then(|| match kept_tools {
+            Some(json) => Piece::Kept(json),
+            None => Piece::Fresh(tool_defs(req)),
+        }),
     }
+}
+
+/// The tool list in wire form.
+fn tool_defs(req: &ModelRequest) -> Vec<ToolDef<'_>> {
+    req.tools
+        .iter()
+        .map(|t| ToolDef {
+            function: FunctionDef {
+                description: &t.description,
+                name: &t.name,
+                parameters: &t.parameters,
+            },
+            kind: "function",
+        })
+        .collect()
 }
 
 /// Collect the run of `ToolCall`s starting at `start`; returns them in wire

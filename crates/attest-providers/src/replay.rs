@@ -237,7 +237,8 @@ mod tests {
                 description: "Read a file.".into(),
                 parameters: serde_json::json!({"type": "object"}),
                 effect: EffectClass::Observe,
-            }],
+            }]
+            .into(),
             history: Vec::new(),
             stream: false,
             max_tokens: 100,

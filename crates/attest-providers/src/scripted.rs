@@ -241,7 +241,7 @@ mod tests {
     fn request() -> ModelRequest {
         ModelRequest {
             system: "s".into(),
-            tools: vec![],
+            tools: vec![].into(),
             history: vec![],
             stream: false,
             max_tokens: 100,

@@ -29,7 +29,7 @@ fn provider(wire: WireFormat, base_url: String, key: Option<&str>) -> HttpProvid
 fn request(stream: bool) -> ModelRequest {
     ModelRequest {
         system: "sys".into(),
-        tools: vec![],
+        tools: vec![].into(),
         history: attest_providers::shared_history([TranscriptItem::UserInput {
             text: "hi".into(),
         }]),

@@ -3,7 +3,9 @@
 //! run, on both wire formats; a piece is reused only for the very items it
 //! was made from.
 
-use attest_protocol::{AssistantPhase, HarnessMessageKind, ReceiptStatus, TranscriptItem};
+use attest_protocol::{
+    AssistantPhase, EffectClass, HarnessMessageKind, ReceiptStatus, ToolSpec, TranscriptItem,
+};
 use attest_providers::fragments::Fragments;
 use attest_providers::{anthropic, openai, ModelRequest};
 use proptest::prelude::*;
@@ -19,7 +21,7 @@ const WIRES: [(Whole, Build); 2] = [
 fn request(history: Vec<Arc<TranscriptItem>>, cache_key: Option<&str>) -> ModelRequest {
     ModelRequest {
         system: "You are attest.".into(),
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         history,
         stream: false,
         max_tokens: 512,
@@ -121,6 +123,94 @@ fn every_request_of_a_growing_run_equals_its_whole_body() {
             assert_eq!(kept_build(&req, "m", &mut kept), whole(&req, "m"));
         }
     }
+}
+
+fn tool(name: &str) -> ToolSpec {
+    ToolSpec::new(
+        name,
+        format!("Does \"{name}\"."),
+        EffectClass::Observe,
+        serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    )
+}
+
+#[test]
+fn a_tool_list_is_written_once_per_list_and_a_changed_list_anew() {
+    for cache_key in [None, Some("session-1")] {
+        for system in ["You are attest.", ""] {
+            for (whole, kept_build) in WIRES {
+                let mut kept = Fragments::default();
+                let first: Arc<[ToolSpec]> = vec![tool("read_file"), tool("grep")].into();
+                let with = |history, tools: &Arc<[ToolSpec]>| ModelRequest {
+                    system: system.into(),
+                    tools: Arc::clone(tools),
+                    ..request(history, cache_key)
+                };
+                for history in steps(4) {
+                    let req = with(history, &first);
+                    assert_eq!(kept_build(&req, "m", &mut kept), whole(&req, "m"));
+                }
+                assert_eq!(kept.tool_lists(), 1, "one list, written once");
+                // A tool found by `tool_search`: a new list, in the next body.
+                let found: Arc<[ToolSpec]> =
+                    vec![tool("read_file"), tool("grep"), tool("weather")].into();
+                let req = with(steps(5).pop().unwrap(), &found);
+                let body = kept_build(&req, "m", &mut kept);
+                assert_eq!(body, whole(&req, "m"));
+                assert!(body.contains("\"weather\""), "{body}");
+                // The same specs in another allocation, and back to the first.
+                let copy: Arc<[ToolSpec]> = first.to_vec().into();
+                for tools in [&copy, &first] {
+                    let req = with(steps(6).pop().unwrap(), tools);
+                    let body = kept_build(&req, "m", &mut kept);
+                    assert_eq!(body, whole(&req, "m"));
+                    assert!(!body.contains("\"weather\""), "{body}");
+                }
+                assert_eq!(kept.tool_lists(), 3);
+                // No tools: no list at all.
+                let req = with(steps(2).pop().unwrap(), &Arc::default());
+                let body = kept_build(&req, "m", &mut kept);
+                assert_eq!(body, whole(&req, "m"));
+                assert!(!body.contains("\"tools\""), "{body}");
+            }
+        }
+    }
+}
+
+#[test]
+fn one_tool_list_sent_with_and_without_a_system_prompt_keeps_each_form() {
+    // Without a system prompt, Anthropic's list carries the breakpoint.
+    let mut kept = Fragments::default();
+    let tools: Arc<[ToolSpec]> = vec![tool("read_file"), tool("grep")].into();
+    for system in ["", "You are attest.", ""] {
+        let req = ModelRequest {
+            system: system.into(),
+            tools: Arc::clone(&tools),
+            ..request(steps(2).pop().unwrap(), Some("session-1"))
+        };
+        let body = anthropic::body_json_kept(&req, "m", &mut kept);
+        assert_eq!(body, anthropic::body_json(&req, "m"));
+    }
+    assert_eq!(kept.tool_lists(), 2);
+}
+
+#[test]
+fn kept_tool_lists_are_bounded_and_a_live_run_s_list_stays() {
+    let mut kept = Fragments::default();
+    let live: Arc<[ToolSpec]> = vec![tool("read_file")].into();
+    let req = |tools: Arc<[ToolSpec]>| ModelRequest {
+        tools,
+        ..request(steps(1).pop().unwrap(), None)
+    };
+    openai::body_json_kept(&req(Arc::clone(&live)), "m", &mut kept);
+    for n in 0..20 {
+        openai::body_json_kept(&req(vec![tool(&format!("t{n}"))].into()), "m", &mut kept);
+        assert!(kept.tool_lists() <= 8, "{}", kept.tool_lists());
+    }
+    let before = kept.tool_lists();
+    let body = openai::body_json_kept(&req(Arc::clone(&live)), "m", &mut kept);
+    assert_eq!(kept.tool_lists(), before, "the live list was still kept");
+    assert!(body.contains("\"read_file\""), "{body}");
 }
 
 #[test]

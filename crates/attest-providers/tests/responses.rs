@@ -82,7 +82,7 @@ fn history() -> Vec<TranscriptItem> {
 fn request(stream: bool) -> ModelRequest {
     ModelRequest {
         system: "You are attest.".into(),
-        tools: tools(),
+        tools: tools().into(),
         history: shared_history(history()),
         stream,
         max_tokens: 1024,

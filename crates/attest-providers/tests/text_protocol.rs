@@ -62,7 +62,7 @@ fn result(id: &str, name: &str, output: &str) -> TranscriptItem {
 fn request(history: Vec<TranscriptItem>) -> ModelRequest {
     ModelRequest {
         system: "BASE PROMPT".into(),
-        tools: tools(),
+        tools: tools().into(),
         history: shared_history(history),
         stream: false,
         max_tokens: 256,

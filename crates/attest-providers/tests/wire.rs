@@ -78,7 +78,7 @@ fn history() -> Vec<TranscriptItem> {
 fn request(stream: bool) -> ModelRequest {
     ModelRequest {
         system: "You are attest.".into(),
-        tools: tools(),
+        tools: tools().into(),
         history: shared_history(history()),
         stream,
         max_tokens: 1024,
@@ -119,7 +119,7 @@ fn the_openai_body_as_sent_is_the_sorted_json_of_its_value_form() {
     }));
     variants.push(full);
     let mut bare = request(false);
-    bare.tools.clear();
+    bare.tools = Arc::default();
     bare.history.truncate(1);
     variants.push(bare);
     for req in &variants {
@@ -225,7 +225,7 @@ fn bodies_are_byte_identical_and_prefix_stable() {
 #[test]
 fn openai_body_without_tools_omits_tool_choice() {
     let req = ModelRequest {
-        tools: vec![],
+        tools: vec![].into(),
         stop: vec!["END".into()],
         temperature: None,
         seed: None,

@@ -45,6 +45,14 @@ pub(super) enum Start<'p> {
 /// found by `tool_search`, withdrawn by their MCP server).
 pub(super) type PrefixKey = (Option<usize>, Vec<String>);
 
+/// The tools a request offers, by position: the run's own (`tools`, then
+/// `deferred` after them), and whether `history` is among them.
+#[derive(Debug, PartialEq, Eq)]
+struct VisibleKey {
+    picked: Vec<usize>,
+    compacted: bool,
+}
+
 pub(super) struct Run<'a> {
     pub(super) engine: &'a Engine,
     pub(super) cfg: &'a RunConfig,
@@ -73,6 +81,8 @@ pub(super) struct Run<'a> {
     /// The prefix hash and the tool list's size in bytes, and what they
     /// were computed for.
     pub(super) prefix_cache: Option<(PrefixKey, (String, usize))>,
+    /// The tools last offered and which they were (see [`Self::visible_tools`]).
+    visible: std::sync::Mutex<Option<(VisibleKey, Arc<[ToolSpec]>)>>,
     /// This run's budgets: from the model's context window when known.
     pub(super) compaction: CompactionBudget,
     /// The session's prompt-cache key: every run of a session shares its prefix.
@@ -253,6 +263,7 @@ impl<'a> Run<'a> {
             request_forms: Vec::new(),
             history_size: HistorySize::default(),
             prefix_cache: None,
+            visible: Default::default(),
             compaction,
             cache_key: cache_key(&cfg.session_id),
             successes: success_index(&receipts),
@@ -723,29 +734,54 @@ impl<'a> Run<'a> {
     /// The tools offered: the registry's (less the deferred ones not yet
     /// found), plus `history` once compacted and `tool_search` while tools
     /// are deferred. Order is stable, so the prefix changes only when the
-    /// set does.
-    pub(super) fn visible_tools(&self) -> Vec<ToolSpec> {
-        let mut tools: Vec<ToolSpec> = self
-            .tools
-            .iter()
-            .filter(|t| !self.is_withdrawn(&t.name))
-            .cloned()
-            .collect();
-        if let Ok(activated) = self.activated.lock() {
-            tools.extend(
-                self.deferred
-                    .iter()
-                    .filter(|s| activated.contains(&s.name) && !self.is_withdrawn(&s.name))
-                    .cloned(),
-            );
+    /// set does. While it does not, this is the same allocation as the last
+    /// request's, so a provider writes the list's JSON once (it keeps it by
+    /// that identity) and a step copies no schema.
+    pub(super) fn visible_tools(&self) -> Arc<[ToolSpec]> {
+        let key = self.visible_key();
+        let mut cache = self
+            .visible
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((cached, tools)) = &*cache {
+            if *cached == key {
+                return Arc::clone(tools);
+            }
         }
-        if self.compacted {
+        let mut tools: Vec<ToolSpec> = (key.picked.iter())
+            .map(|&i| match i.checked_sub(self.tools.len()) {
+                None => self.tools[i].clone(),
+                Some(d) => self.deferred[d].clone(),
+            })
+            .collect();
+        if key.compacted {
             tools.push(history_spec());
         }
         if !self.deferred.is_empty() {
             tools.push(tool_search_spec(self.deferred.len()));
         }
+        let tools: Arc<[ToolSpec]> = tools.into();
+        *cache = Some((key, Arc::clone(&tools)));
         tools
+    }
+
+    /// Which tools [`Self::visible_tools`] offers now: the run's tools and
+    /// specs are fixed, so their positions name them.
+    fn visible_key(&self) -> VisibleKey {
+        let mut picked: Vec<usize> = (0..self.tools.len())
+            .filter(|&i| !self.is_withdrawn(&self.tools[i].name))
+            .collect();
+        if let Ok(activated) = self.activated.lock() {
+            picked.extend(
+                (self.deferred.iter().enumerate())
+                    .filter(|(_, s)| activated.contains(&s.name) && !self.is_withdrawn(&s.name))
+                    .map(|(d, _)| self.tools.len() + d),
+            );
+        }
+        VisibleKey {
+            picked,
+            compacted: self.compacted,
+        }
     }
 
     /// A tool its provider withdrew during the run ([`crate::tool::Tool::withdrawn`]).

@@ -7,7 +7,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
     pub system: String,
-    pub tools: Vec<ToolSpec>,
+    /// Shared with the run's other requests while the set is the same:
+    /// providers keep the list's wire form by that identity.
+    pub tools: Arc<[ToolSpec]>,
     /// Shared with the run, which builds every request from the same
     /// items: a request costs a reference per item, not a copy, and an
     /// item that is the same allocation from one request to the next is

@@ -65,7 +65,7 @@ impl TextProtocolProvider {
         }
         ModelRequest {
             system,
-            tools: Vec::new(),
+            tools: Arc::default(),
             history: shared_history(render::history(request.history.iter().map(|item| &**item))),
             stream: request.stream,
             max_tokens: request.max_tokens,
