@@ -6,8 +6,9 @@
 # streaming and not, and N = 100 and 500 steps, runs `attest run` with the
 # built-in `read_file` on a small file per step and prints:
 #   - harness time per step: the gap between response k's last byte
-#     leaving the server's socket and request k+1's first byte arriving
-#     there, less the tool's own run time from the step's receipt
+#     leaving the server's socket (timed as the write that sends it begins,
+#     so attest running on the server's CPU before that write returns is
+#     counted too) and request k+1's first byte arriving there, less the tool's own run time from the step's receipt
 #     (started_at..finished_at) — that is, response's last byte → tool start
 #     plus tool result → next request on the wire; median, p90, and the
 #     ratio of the last 20 steps' median to the first 20's;

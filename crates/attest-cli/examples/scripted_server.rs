@@ -7,8 +7,9 @@
 //! of `data/fNNNN.txt`, then an answer; writes `DIR/url` once listening,
 //! and once the script is served `DIR/times.json` (per request: arrival
 //! and response time, µs since the epoch), `DIR/wire_times.json` (per
-//! request: its first byte in and its response's last byte out, as a
-//! forwarding socket in front of the model server saw them) and
+//! request: its first byte in and the start of the write that put its
+//! response's last bytes out, as a forwarding socket in front of the model
+//! server saw them) and
 //! `DIR/violations` (empty when every request was valid).
 //!
 //! It answers each request from the script at once and checks the bodies
@@ -145,16 +146,20 @@ async fn forward(
                     let hold = move || std::thread::sleep(Duration::from_micros(wait));
                     tokio::task::spawn_blocking(hold).await.expect("sleep");
                 }
+                // Timed before the write: attest may wake on this CPU and
+                // run before the write returns to this task, and a time
+                // taken after it would hide that part of attest's step.
+                // This counts the write's own few µs to attest instead.
+                let sent = epoch_micros();
                 if client_write.write_all(&buf[..n]).await.is_err() {
                     break;
                 }
                 let mut t = outbound.lock().unwrap();
-                let now = epoch_micros();
                 if t.answering {
-                    *t.last_out.last_mut().expect("answering has a slot") = now;
+                    *t.last_out.last_mut().expect("answering has a slot") = sent;
                 } else {
                     t.answering = true;
-                    t.last_out.push(now);
+                    t.last_out.push(sent);
                 }
             }
         });
