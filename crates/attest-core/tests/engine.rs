@@ -544,6 +544,11 @@ async fn large_tool_sets_are_discovered_with_tool_search_and_the_change_is_decla
         "{:?}",
         names(2)
     );
+    // One list per set of tools, shared by the requests that offer it
+    // (providers keep its JSON by that identity), a new one when it changes.
+    let shared = |a: usize, b: usize| Arc::ptr_eq(&requests[a].tools, &requests[b].tools);
+    assert!(shared(0, 1) && shared(2, 3), "an unchanged set is one list");
+    assert!(!shared(1, 2), "the found tool made a new list");
     let resets = log
         .entries
         .iter()
