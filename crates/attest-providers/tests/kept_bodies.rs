@@ -1,7 +1,7 @@
 //! Bodies built from kept pieces (`body_json_kept`) are byte for byte the
 //! bodies written whole (`body_json`), request after request of a growing
 //! run, on both wire formats; a piece is reused only for the very items it
-//! was made from.
+//! was made from, and a tool list's JSON only for the very list.
 
 use attest_protocol::{
     AssistantPhase, EffectClass, HarnessMessageKind, ReceiptStatus, ToolSpec, TranscriptItem,
