@@ -62,9 +62,7 @@ pub fn body_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> KeptB
         .collect();
     let messages = messages(turns, &json);
     let form = marks_last_tool(req) as u8;
-    let tools = (!req.tools.is_empty())
-        .then(|| kept.tools(&req.tools, form, || tool_defs(req)))
-        .flatten();
+    let tools = kept.tools(&req.tools, form, || tool_defs(req));
     let written =
         serde_json::to_string(&body(req, model, messages, tools.as_deref())).unwrap_or_default();
     let spliced = messages_start(&written).filter(|&at| prefix.fits_at(&written, at));

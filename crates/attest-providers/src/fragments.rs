@@ -302,13 +302,17 @@ impl Fragments {
     /// `write` the first time that list (the same allocation: a run's
     /// requests share it while their tools stay the same) comes in that
     /// form. The schemas are a fixed part of every body; written once, a
-    /// step no longer escapes them again. `None` where `write` fails.
+    /// step no longer escapes them again. `None` for no tools (a body then
+    /// has no list) and where `write` fails.
     pub(crate) fn tools<T: Serialize>(
         &mut self,
         specs: &Arc<[ToolSpec]>,
         form: u8,
         write: impl FnOnce() -> T,
     ) -> Option<Arc<RawValue>> {
+        if specs.is_empty() {
+            return None;
+        }
         let same = |k: &KeptTools| Arc::ptr_eq(&k.specs, specs) && k.form == form;
         if let Some(kept) = self.tools.iter().find(|k| same(k)) {
             return Some(Arc::clone(&kept.json));
@@ -442,6 +446,11 @@ impl Fragments {
     /// How many tool lists' JSON is kept.
     pub fn tool_lists(&self) -> usize {
         self.tools.len()
+    }
+
+    /// Whether the JSON of the list `specs` (that allocation) is kept.
+    pub fn keeps_tools(&self, specs: &Arc<[ToolSpec]>) -> bool {
+        self.tools.iter().any(|k| Arc::ptr_eq(&k.specs, specs))
     }
 }
 

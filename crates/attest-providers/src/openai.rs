@@ -45,9 +45,7 @@ pub fn body_kept(req: &ModelRequest, model: &str, kept: &mut Fragments) -> KeptB
         .iter()
         .map(|(range, message)| kept.piece(&req.history[range.clone()], message))
         .collect();
-    let tools = (!req.tools.is_empty())
-        .then(|| kept.tools(&req.tools, 0, || tool_defs(req)))
-        .flatten();
+    let tools = kept.tools(&req.tools, 0, || tool_defs(req));
     let written =
         serde_json::to_string(&body(req, model, Some((messages, &json)), tools.as_deref()))
             .unwrap_or_default();

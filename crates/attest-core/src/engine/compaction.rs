@@ -349,17 +349,15 @@ impl Run<'_> {
 
     /// The prefix hash with exactly `tools` (the ones a request is sent),
     /// and their serialized size in bytes.
-    pub(super) fn prefix_of(&mut self, tools: &[ToolSpec]) -> (String, usize) {
+    pub(super) fn prefix_of(&mut self, tools: &Arc<[ToolSpec]>) -> (String, usize) {
         let compaction = self.latest_compaction().map(|(i, _, _)| i);
-        // Compared in place: the names are copied only when the key changed.
-        if let Some(((cached_compaction, cached_names), prefix)) = &self.prefix_cache {
-            if *cached_compaction == compaction
-                && cached_names.iter().eq(tools.iter().map(|t| &t.name))
-            {
+        // The run hands out one list while its tool set is unchanged.
+        if let Some(((cached_compaction, cached_tools), prefix)) = &self.prefix_cache {
+            if *cached_compaction == compaction && Arc::ptr_eq(cached_tools, tools) {
                 return prefix.clone();
             }
         }
-        let key = (compaction, tools.iter().map(|t| t.name.clone()).collect());
+        let key = (compaction, Arc::clone(tools));
         let mut system = self.system.clone();
         if let Some((_, _, summary)) = self.latest_compaction() {
             system.push('\u{0}');

@@ -41,9 +41,10 @@ pub(super) enum Start<'p> {
 }
 
 /// What the prefix hash depends on besides the system prompt: the
-/// compaction index and the names of the visible tools (tools come and go:
-/// found by `tool_search`, withdrawn by their MCP server).
-pub(super) type PrefixKey = (Option<usize>, Vec<String>);
+/// compaction index and the visible tools, as the list
+/// [`Run::visible_tools`] shares while they stay the same (tools come and
+/// go: found by `tool_search`, withdrawn by their MCP server).
+pub(super) type PrefixKey = (Option<usize>, Arc<[ToolSpec]>);
 
 /// The tools a request offers, by position: the run's own (`tools`, then
 /// `deferred` after them), and whether `history` is among them.
