@@ -8,8 +8,9 @@
 #   - harness time per step: the gap between response k's last byte
 #     leaving the server's socket (timed as the write that sends it begins,
 #     so attest running on the server's CPU before that write returns is
-#     counted too) and request k+1's first byte arriving there, less the tool's own run time from the step's receipt
-#     (started_at..finished_at) — that is, response's last byte → tool start
+#     counted too) and request k+1's first byte arriving there, less the
+#     tool's own run time from the step's receipt (started_at..finished_at)
+#     — that is, response's last byte → tool start
 #     plus tool result → next request on the wire; median, p90, and the
 #     ratio of the last 20 steps' median to the first 20's;
 #   - the same median and ratio measured up to the server having read
