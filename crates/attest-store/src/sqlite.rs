@@ -161,12 +161,18 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        // Every pending migration in one transaction: a new store is made
+        // with one commit instead of one per migration (each commit wrote
+        // the schema again and made SQLite re-read it), and a store is
+        // never left between two versions.
+        if (version as usize) < MIGRATIONS.len() {
             let tx = write_tx(&conn)?;
-            if *sql != PLAIN_ROWIDS || has_autoincrement(&tx)? {
-                tx.execute_batch(sql)?;
+            for sql in &MIGRATIONS[version as usize..] {
+                if *sql != PLAIN_ROWIDS || has_autoincrement(&tx)? {
+                    tx.execute_batch(sql)?;
+                }
             }
-            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)?;
             tx.commit()?;
         }
         Ok(SqliteStore {

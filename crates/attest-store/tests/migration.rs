@@ -198,3 +198,38 @@ fn a_new_store_has_plain_rowids_from_the_start() {
     let delete = conn.execute("DELETE FROM entries", []);
     assert!(delete.unwrap_err().to_string().contains("append-only"));
 }
+
+#[test]
+fn an_upgrade_that_fails_part_way_leaves_the_store_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("attest.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        for sql in [
+            include_str!("../migrations/0001_init.sql"),
+            include_str!("../migrations/0002_archive.sql"),
+            include_str!("../migrations/0003_memory.sql"),
+        ] {
+            conn.execute_batch(sql).unwrap();
+        }
+        // A table in the way of 0005's `CREATE TABLE server_runs`: the
+        // upgrade fails after 0004 has run.
+        conn.execute_batch("CREATE TABLE server_runs (x); PRAGMA user_version = 3;")
+            .unwrap();
+    }
+    assert!(SqliteStore::open(&db).is_err());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 3, "no migration of the failed upgrade stays");
+    // 0004's column would be there had 0004 been committed on its own.
+    let hashed: bool = conn
+        .query_row(
+            "SELECT EXISTS(SELECT 1 FROM pragma_table_info('entries') WHERE name = 'hash')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!hashed);
+}
