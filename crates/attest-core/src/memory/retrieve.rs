@@ -110,14 +110,22 @@ pub fn memory_layer(
     now: DateTime<Utc>,
     limits: &RetrievalLimits,
 ) -> MemoryLayer {
-    let prompt_terms = terms(prompt);
-    let mut eligible: Vec<(f64, &MemoryItem)> = items
+    let candidates: Vec<&MemoryItem> = items
         .iter()
         .filter(|i| matches!(i.status, MemoryStatus::Active | MemoryStatus::Stale))
         // Belt and braces: the gate never makes these active, and nothing
         // unverified is injected even if a store was edited by hand.
         .filter(|i| !i.provenance.is_unverified())
         .filter(|i| i.expires_at.is_none_or(|t| t > now))
+        .collect();
+    if candidates.is_empty() {
+        // No candidate, no need for the prompt's terms, whose patterns cost
+        // a new process a few milliseconds before its first request.
+        return MemoryLayer::default();
+    }
+    let prompt_terms = terms(prompt);
+    let mut eligible: Vec<(f64, &MemoryItem)> = candidates
+        .into_iter()
         .map(|i| (relevance(i, &prompt_terms), i))
         .filter(|(score, _)| *score > 0.0 && *score >= limits.min_relevance)
         .collect();
