@@ -175,6 +175,21 @@ pub(crate) struct Capabilities {
     pub mountns: Netns,
 }
 
+/// Each search path probed for a working `bwrap`, with the answer.
+#[cfg(target_os = "linux")]
+static BWRAP: std::sync::Mutex<Vec<(OsString, Option<PathBuf>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Whether `bwrap` has been looked for on `search_path` in this process.
+#[cfg(all(test, target_os = "linux"))]
+fn bwrap_probed(search_path: &OsStr) -> bool {
+    BWRAP
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(p, _)| p == search_path)
+}
+
 /// What this machine offers with `bwrap` looked for on `search_path`. The
 /// kernel's features are probed once per process, `bwrap` once per search
 /// path.
@@ -182,9 +197,8 @@ pub(crate) struct Capabilities {
 pub(crate) fn capabilities(search_path: &OsStr) -> Capabilities {
     #[cfg(target_os = "linux")]
     {
-        use std::sync::{Mutex, OnceLock};
+        use std::sync::OnceLock;
         static KERNEL: OnceLock<(u32, Netns, Netns)> = OnceLock::new();
-        static BWRAP: Mutex<Vec<(OsString, Option<PathBuf>)>> = Mutex::new(Vec::new());
         let find_bwrap = || {
             // Held while probing: a search path is probed once.
             let mut found = BWRAP.lock().unwrap_or_else(|e| e.into_inner());
@@ -258,6 +272,22 @@ enum Plan {
     },
 }
 
+/// A probe started by [`Sandbox::probe_in_background`]; waits for it when
+/// dropped.
+#[derive(Debug)]
+#[must_use = "dropping the handle waits for the probe"]
+pub struct BackgroundProbe(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for BackgroundProbe {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            // A probe that panicked counts as unavailable mechanisms, as
+            // in `capabilities` itself.
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A sandbox for one run: its plan, its report and its private temp dir
 /// (deleted when the sandbox is dropped).
 #[derive(Debug)]
@@ -311,6 +341,22 @@ impl Sandbox {
     pub fn detect_with(options: &SandboxOptions) -> SandboxReport {
         let (_, report) = choose(options, &capabilities(&options.search_path()), None);
         report
+    }
+
+    /// Probes what a sandbox with `options` would use on a thread of its
+    /// own, so that the caller can do other work while the probe's
+    /// throwaway children run; [`Sandbox::new`] with the same search path
+    /// then finds the answer, or waits for it. Dropping the handle waits
+    /// for the probe, so its children and directory never outlive it.
+    pub fn probe_in_background(options: &SandboxOptions) -> BackgroundProbe {
+        let search_path = options.search_path();
+        let thread = std::thread::Builder::new()
+            .name("sandbox-probe".into())
+            .spawn(move || {
+                capabilities(&search_path);
+            });
+        // Without a thread, `Sandbox::new` probes as it always did.
+        BackgroundProbe(thread.ok())
     }
 
     /// A sandbox for commands run in `workspace`.

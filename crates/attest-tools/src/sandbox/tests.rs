@@ -491,6 +491,31 @@ fn bubblewrap_is_found_only_on_the_search_path_given() {
     }
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn a_background_probe_answers_for_its_search_path() {
+    // Search paths no other test uses, so no earlier probe answered them.
+    let first = tempfile::tempdir().unwrap();
+    let options = SandboxOptions {
+        search_path: Some(first.path().as_os_str().to_os_string()),
+        ..SandboxOptions::new(SandboxMode::WorkspaceWrite)
+    };
+    drop(Sandbox::probe_in_background(&options));
+    assert!(super::bwrap_probed(first.path().as_os_str()));
+
+    // A sandbox made while a probe runs waits for it and agrees with it.
+    let second = tempfile::tempdir().unwrap();
+    let options = SandboxOptions {
+        search_path: Some(second.path().as_os_str().to_os_string()),
+        ..options
+    };
+    let probe = Sandbox::probe_in_background(&options);
+    let ws = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(options.clone(), ws.path()).unwrap();
+    drop(probe);
+    assert_eq!(sandbox.report(), &Sandbox::detect_with(&options));
+}
+
 #[test]
 fn the_temp_dir_goes_with_the_sandbox() {
     let dir = tempfile::tempdir().unwrap();
