@@ -311,6 +311,13 @@ fn secret_assignment() -> &'static Regex {
     })
 }
 
+/// Compiles the redaction patterns ahead of their first use.
+pub(crate) fn compile_patterns() {
+    patterns();
+    secret_assignment();
+    blob();
+}
+
 /// Patterns with their replacements, in application order.
 ///
 /// Negated classes sit outside `(?i)` as `(?-i:[^…])`: they exclude only
@@ -371,15 +378,19 @@ fn patterns() -> &'static [(Regex, &'static str)] {
     })
 }
 
+fn blob() -> &'static Regex {
+    static BLOB: OnceLock<Regex> = OnceLock::new();
+    BLOB.get_or_init(|| {
+        Regex::new(r"[A-Za-z0-9+/_-]{32,}={0,2}")
+            .unwrap_or_else(|e| panic!("blob pattern must compile: {e}"))
+    })
+}
+
 /// Replaces runs of 32+ base64/base64url characters that look random
 /// (upper and lower case letters and digits all present) with a marker
 /// giving their length. Pure hex and ordinary words pass.
 fn redact_blobs(text: &str) -> String {
-    static BLOB: OnceLock<Regex> = OnceLock::new();
-    let re = BLOB.get_or_init(|| {
-        Regex::new(r"[A-Za-z0-9+/_-]{32,}={0,2}")
-            .unwrap_or_else(|e| panic!("blob pattern must compile: {e}"))
-    });
+    let re = blob();
     if !re.is_match(text) {
         return text.to_string();
     }

@@ -464,11 +464,24 @@ impl EngineBuilder {
             ),
         };
 
+        // The sandbox probe waits on throwaway child processes: it runs
+        // while the store is opened, the workspace's files are read and
+        // what the first run needs built once per process is built.
+        let probe = self
+            .sandbox_options()
+            .map(|options| Sandbox::probe_in_background(&options));
+        let store = match std::mem::replace(&mut self.store, StoreChoice::Memory) {
+            StoreChoice::Memory => SharedStore::new(SqliteStore::open_in_memory()?),
+            StoreChoice::Path(path) => SharedStore::new(open_at(&path)?),
+            StoreChoice::Shared(store) => store,
+        };
         let (context_layers, with_skills) = if self.workspace_context {
             self.context_layers(workspace.root())?
         } else {
             (Vec::new(), false)
         };
+        attest_core::warm_up();
+        drop(probe);
         let sandbox = self.shell_sandbox(&workspace)?;
         let sandbox_record = {
             let off = attest_tools::sandbox::SandboxReport::switched_off();
@@ -548,11 +561,6 @@ impl EngineBuilder {
         };
         let core = attest_core::Engine::new(provider, Arc::new(registry), tool_ctx, approver)
             .with_failure_tracker(tracker);
-        let store = match self.store {
-            StoreChoice::Memory => SharedStore::new(SqliteStore::open_in_memory()?),
-            StoreChoice::Path(path) => SharedStore::new(open_at(&path)?),
-            StoreChoice::Shared(store) => store,
-        };
         Ok(Engine::from_inner(Inner {
             core,
             template: cfg,
@@ -605,22 +613,27 @@ impl EngineBuilder {
         Ok((layers, !catalog.is_empty()))
     }
 
-    /// The sandbox `shell` runs commands in (SPEC F4); `None` when it is off.
-    fn shell_sandbox(&self, workspace: &Workspace) -> Result<Option<Arc<Sandbox>>, Error> {
+    /// The options of the sandbox `shell` runs commands in (SPEC F4);
+    /// `None` when it is off.
+    fn sandbox_options(&self) -> Option<SandboxOptions> {
         let file = &self.config;
         let mode = self
             .sandbox
             .or(file.sandbox.mode)
             .unwrap_or(SandboxMode::WorkspaceWrite);
-        if mode == SandboxMode::Off {
-            return Ok(None);
-        }
-        let options = SandboxOptions {
+        (mode != SandboxMode::Off).then(|| SandboxOptions {
             mode,
             allow_network: self.network.or(file.sandbox.network).unwrap_or(false),
             writable_roots: Vec::new(),
             // `bwrap` is looked for where commands will look for programs.
             search_path: self.tool_search_path(),
+        })
+    }
+
+    /// The sandbox `shell` runs commands in (SPEC F4); `None` when it is off.
+    fn shell_sandbox(&self, workspace: &Workspace) -> Result<Option<Arc<Sandbox>>, Error> {
+        let Some(options) = self.sandbox_options() else {
+            return Ok(None);
         };
         let sandbox = Sandbox::new(options, workspace.root())
             .map_err(|e| Error::config(format!("cannot set up the shell sandbox: {e}")))?;

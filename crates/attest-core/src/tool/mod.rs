@@ -18,7 +18,7 @@ pub use env::{is_allowed as env_is_allowed, ToolEnv, ALLOWED_VARS};
 pub use middleware::{
     CallContext, ChainOutcome, Clearance, Denial, Middleware, MiddlewareDecision, PendingApproval,
 };
-pub(crate) use registry::write_canonical;
+pub(crate) use registry::{warm_up, write_canonical};
 /// Size limits the registry applies to what a tool returns.
 pub mod registry_limits {
     pub use super::registry::{MODEL_OUTPUT_LIMIT, RECEIPT_ERROR_LIMIT};

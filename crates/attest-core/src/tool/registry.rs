@@ -101,6 +101,13 @@ impl std::fmt::Debug for ToolRegistry {
     }
 }
 
+/// Builds the meta-validator that checks each tool's schema (once per
+/// process, and the largest part of a new registry's cost) ahead of the
+/// first registry.
+pub(crate) fn warm_up() {
+    let _ = jsonschema::validator_for(&serde_json::json!({ "type": "object" }));
+}
+
 impl ToolRegistry {
     /// Registers `tools` in the given order. Names must be unique and each
     /// schema must compile.
