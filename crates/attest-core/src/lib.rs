@@ -65,11 +65,11 @@ pub use prompt::{base_system_prompt, CORRECTIVE_PREFIX, PROMPT_VERSION, PROTOCOL
 pub use redact::Redactor;
 pub use session::session_history;
 
-/// Builds what a process builds once, before its first request, and
-/// otherwise builds when first needed: the JSON Schema meta-validator that
-/// checks tool schemas and the redactor's patterns, milliseconds of CPU. A
-/// front end with something to wait for (the sandbox probe's child
-/// processes) calls it meanwhile.
+/// Builds, ahead of their first use, what every process builds once before
+/// its first request: the JSON Schema meta-validator that checks tool
+/// schemas and the redactor's patterns (milliseconds of CPU). A front end
+/// calls it while it waits for something else, such as the sandbox probe's
+/// child processes.
 pub fn warm_up() {
     tool::warm_up();
     redact::compile_patterns();

@@ -281,8 +281,8 @@ pub struct BackgroundProbe(Option<std::thread::JoinHandle<()>>);
 impl Drop for BackgroundProbe {
     fn drop(&mut self) {
         if let Some(thread) = self.0.take() {
-            // A probe that panicked counts as unavailable mechanisms, as
-            // in `capabilities` itself.
+            // A probe that panicked cached nothing: `Sandbox::new` probes
+            // again.
             let _ = thread.join();
         }
     }
