@@ -69,8 +69,11 @@ pub use session::session_history;
 /// its first request: the JSON Schema meta-validator that checks tool
 /// schemas and the redactor's patterns (milliseconds of CPU). A front end
 /// calls it while it waits for something else, such as the sandbox probe's
-/// child processes.
+/// child processes. Only a process's first call does any work.
 pub fn warm_up() {
-    tool::warm_up();
-    redact::compile_patterns();
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        tool::warm_up();
+        redact::compile_patterns();
+    });
 }

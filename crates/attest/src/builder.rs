@@ -467,9 +467,8 @@ impl EngineBuilder {
         // The sandbox probe waits on throwaway child processes: it runs
         // while the store is opened, the workspace's files are read and
         // what the first run needs built once per process is built.
-        let probe = self
-            .sandbox_options()
-            .map(|options| Sandbox::probe_in_background(&options));
+        let sandbox_options = self.sandbox_options();
+        let probe = sandbox_options.as_ref().map(Sandbox::probe_in_background);
         let store = match std::mem::replace(&mut self.store, StoreChoice::Memory) {
             StoreChoice::Memory => SharedStore::new(SqliteStore::open_in_memory()?),
             StoreChoice::Path(path) => SharedStore::new(open_at(&path)?),
@@ -482,7 +481,7 @@ impl EngineBuilder {
         };
         attest_core::warm_up();
         drop(probe);
-        let sandbox = self.shell_sandbox(&workspace)?;
+        let sandbox = shell_sandbox(sandbox_options, &workspace)?;
         let sandbox_record = {
             let off = attest_tools::sandbox::SandboxReport::switched_off();
             let report = sandbox.as_ref().map_or(&off, |s| s.report());
@@ -628,16 +627,6 @@ impl EngineBuilder {
             // `bwrap` is looked for where commands will look for programs.
             search_path: self.tool_search_path(),
         })
-    }
-
-    /// The sandbox `shell` runs commands in (SPEC F4); `None` when it is off.
-    fn shell_sandbox(&self, workspace: &Workspace) -> Result<Option<Arc<Sandbox>>, Error> {
-        let Some(options) = self.sandbox_options() else {
-            return Ok(None);
-        };
-        let sandbox = Sandbox::new(options, workspace.root())
-            .map_err(|e| Error::config(format!("cannot set up the shell sandbox: {e}")))?;
-        Ok(Some(Arc::new(sandbox)))
     }
 
     /// The `PATH` tool processes run with: the one in
@@ -875,6 +864,20 @@ fn with_note(e: Error, note: &str) -> Error {
         Error::Config(msg) if !note.is_empty() => Error::Config(format!("{msg}{note}")),
         other => other,
     }
+}
+
+/// The sandbox `shell` runs commands in (SPEC F4), from
+/// [`EngineBuilder::sandbox_options`]; `None` when it is off.
+fn shell_sandbox(
+    options: Option<SandboxOptions>,
+    workspace: &Workspace,
+) -> Result<Option<Arc<Sandbox>>, Error> {
+    let Some(options) = options else {
+        return Ok(None);
+    };
+    let sandbox = Sandbox::new(options, workspace.root())
+        .map_err(|e| Error::config(format!("cannot set up the shell sandbox: {e}")))?;
+    Ok(Some(Arc::new(sandbox)))
 }
 
 fn open_at(path: &Path) -> Result<SqliteStore, Error> {
