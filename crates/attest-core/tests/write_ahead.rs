@@ -208,3 +208,202 @@ async fn calls_results_and_events_are_durable_before_anyone_acts_on_them() {
         log.flushes
     );
 }
+
+/// What the observer has been shown, in order.
+type Shown = Arc<Mutex<Vec<Event>>>;
+
+/// Notes, each time it runs, whether the observer has already been shown
+/// its `tool_started` event; with `cancel`, stops the run and never returns.
+struct Watching {
+    spec: ToolSpec,
+    shown: Shown,
+    durable: Durable,
+    /// (`tool_started` durable, `tool_started` shown) at each run.
+    runs: Mutex<Vec<(bool, bool)>>,
+    cancel: Option<CancellationToken>,
+}
+
+fn has_started(events: impl IntoIterator<Item = Event>, count: usize) -> bool {
+    events
+        .into_iter()
+        .filter(|e| e.body.type_name() == "tool_started")
+        .count()
+        >= count
+}
+
+#[async_trait::async_trait]
+impl attest_core::tool::Tool for Watching {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn default_permission(&self) -> attest_protocol::Permission {
+        attest_protocol::Permission::Allow
+    }
+    async fn execute(
+        &self,
+        _args: serde_json::Value,
+        _ctx: &ToolContext,
+    ) -> attest_core::tool::ToolOutput {
+        let run = self.runs.lock().unwrap().len() + 1;
+        let durable = durable_events(&self.durable);
+        let shown = self.shown.lock().unwrap().clone();
+        (self.runs.lock().unwrap()).push((has_started(durable, run), has_started(shown, run)));
+        if let Some(cancel) = &self.cancel {
+            cancel.cancel();
+            std::future::pending::<()>().await;
+        }
+        attest_core::tool::ToolOutput::ok(
+            format!("watch run {run}"),
+            attest_protocol::Evidence::default(),
+        )
+    }
+}
+
+fn durable_events(durable: &Durable) -> Vec<Event> {
+    (durable.lock().unwrap().iter())
+        .filter_map(|e| match e {
+            LogEntry::Event { event } => Some(event.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The scripted model, noting at each request how many events were durable
+/// and how many the observer had been shown.
+struct Counting {
+    inner: ScriptedProvider,
+    durable: Durable,
+    shown: Shown,
+    requests: Mutex<Vec<(usize, usize)>>,
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for Counting {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn api_family(&self) -> &str {
+        self.inner.api_family()
+    }
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let durable = durable_events(&self.durable).len();
+        let shown = self.shown.lock().unwrap().len();
+        self.requests.lock().unwrap().push((durable, shown));
+        self.inner.complete(request).await
+    }
+}
+
+/// Runs the watching tool through `script` and returns the outcome, the
+/// tool, the provider and the events shown and stored.
+async fn watched_run(
+    script: &str,
+    cancel: Option<CancellationToken>,
+) -> (
+    attest_core::RunOutcome,
+    Arc<Watching>,
+    Arc<Counting>,
+    Vec<Event>,
+    Vec<Event>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let durable: Durable = Arc::default();
+    let shown: Shown = Arc::default();
+    let tool = Arc::new(Watching {
+        spec: ToolSpec {
+            name: "watch".into(),
+            description: "Watch the observer.".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {}}),
+            effect: attest_protocol::EffectClass::Observe,
+        },
+        shown: Arc::clone(&shown),
+        durable: Arc::clone(&durable),
+        runs: Mutex::default(),
+        cancel: cancel.clone(),
+    });
+    let provider = Arc::new(Counting {
+        inner: ScriptedProvider::from_text(script).unwrap(),
+        durable: Arc::clone(&durable),
+        shown: Arc::clone(&shown),
+        requests: Mutex::default(),
+    });
+    let registry = Arc::new(
+        ToolRegistry::new(vec![tool.clone() as Arc<dyn attest_core::tool::Tool>]).unwrap(),
+    );
+    let engine = Engine::new(
+        provider.clone() as Arc<dyn ModelProvider>,
+        registry,
+        ToolContext::new(Workspace::new(dir.path()).unwrap()),
+        Arc::new(StaticApprover {
+            approve: false,
+            decided_by: "test".into(),
+        }),
+    );
+    let mut log = HoldingLog {
+        held: Vec::new(),
+        durable: Arc::clone(&durable),
+        flushes: 0,
+    };
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.stream = false;
+    let into = Arc::clone(&shown);
+    let mut observer = |e: &Event| into.lock().unwrap().push(e.clone());
+    let outcome = engine
+        .run(
+            "Watch twice.",
+            &cfg,
+            &mut log,
+            &mut observer,
+            cancel.unwrap_or_default(),
+        )
+        .await
+        .unwrap();
+    let shown = shown.lock().unwrap().clone();
+    (outcome, tool, provider, shown, durable_events(&durable))
+}
+
+#[tokio::test]
+async fn a_steps_events_are_shown_once_its_request_or_tool_has_started() {
+    let script = r#"[{"tool_calls":[{"id":"a","name":"watch","arguments":{"n":1}}]},
+        {"tool_calls":[{"id":"b","name":"watch","arguments":{"n":2}}]},
+        {"text":"watch ran twice."}]"#;
+    let (outcome, tool, provider, shown, stored) = watched_run(script, None).await;
+    assert_eq!(outcome.state, TerminalState::Completed, "{}", outcome.basis);
+    // A tool runs once its call and `tool_started` are durable, before the
+    // observer is shown them: showing them overlaps the tool's run.
+    assert_eq!(*tool.runs.lock().unwrap(), [(true, false), (true, false)]);
+    // Likewise a request: the events made durable just before it (the
+    // previous step's result) are shown after it has been sent.
+    let requests = provider.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3);
+    for (i, (durable, shown)) in requests.iter().enumerate() {
+        assert!(
+            shown < durable,
+            "request {}: {shown} of {durable} durable events already shown",
+            i + 1
+        );
+    }
+    // And yet the observer is shown every stored event once, in order.
+    assert_eq!(shown, stored);
+    let seqs: Vec<u64> = shown.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=shown.len() as u64).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_run_stopped_while_its_tool_runs_still_shows_every_event_in_order() {
+    let script = r#"[{"tool_calls":[{"id":"a","name":"watch","arguments":{}}]},
+        {"text":"never asked."}]"#;
+    let cancel = CancellationToken::new();
+    let (outcome, tool, _provider, shown, stored) = watched_run(script, Some(cancel)).await;
+    assert_eq!(outcome.state, TerminalState::Cancelled, "{}", outcome.basis);
+    assert_eq!(*tool.runs.lock().unwrap(), [(true, false)]);
+    // `tool_started` comes before the end, whether it was shown before the
+    // stop was noticed or held back until the run's last events.
+    let kinds: Vec<&str> = shown.iter().map(|e| e.body.type_name()).collect();
+    let started = kinds.iter().position(|k| *k == "tool_started");
+    let done = kinds.iter().position(|k| *k == "done");
+    assert!(started.is_some() && started < done, "{kinds:?}");
+    assert_eq!(shown, stored);
+}

@@ -210,7 +210,8 @@ impl Run<'_> {
                 pairing_notes: normalized.notes.clone(),
             })?;
             // Write-ahead: every result is durable before the model sees it.
-            self.flush()?;
+            // Its events are shown once the request is on its way.
+            self.commit()?;
             let mut deltas = DeltaStream::default();
             let result = {
                 let call = async {
@@ -220,9 +221,18 @@ impl Run<'_> {
                     }
                 };
                 let mut call = std::pin::pin!(call);
+                let mut unshown = true;
                 loop {
                     tokio::select! {
+                        biased;
                         r = &mut call => break r,
+                        () = std::future::ready(()), if unshown => {
+                            // The call has handed the request to its
+                            // connection; let that task write it first.
+                            unshown = false;
+                            tokio::task::yield_now().await;
+                            self.show_committed();
+                        }
                         Some(text) = delta_rx.recv(), if streaming => {
                             self.show_deltas(step, &mut deltas, text, &mut delta_rx);
                         }
@@ -230,6 +240,7 @@ impl Run<'_> {
                     }
                 }
             };
+            self.show_committed();
             // What streamed before the call returned comes before the
             // events of its response.
             if streaming {

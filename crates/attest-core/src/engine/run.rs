@@ -62,6 +62,9 @@ pub(super) struct Run<'a> {
     /// Logged events the observer gets at the next flush, once they are
     /// durable.
     unflushed: Vec<Event>,
+    /// Durable events not shown yet: a wait's own flush shows them once the
+    /// wait has begun (see [`Run::commit`]).
+    unshown: Vec<Event>,
     pub(super) trace_id: String,
     seq: u64,
     /// This run's transcript items (earlier turns are in `cfg.prior_history`).
@@ -255,6 +258,7 @@ impl<'a> Run<'a> {
             log,
             observer,
             unflushed: Vec::new(),
+            unshown: Vec::new(),
             trace_id: cfg.trace_id.clone(),
             seq: last_seq,
             items,
@@ -982,7 +986,12 @@ impl<'a> Run<'a> {
             LogEntry::Event { event } => Some(event),
             _ => None,
         });
-        for event in std::mem::take(&mut self.unflushed).iter().chain(ended) {
+        let held = std::mem::take(&mut self.unshown);
+        for event in held
+            .iter()
+            .chain(&std::mem::take(&mut self.unflushed))
+            .chain(ended)
+        {
             (self.observer)(event);
         }
         let receipts = take_done_receipts(&mut entries);
@@ -1013,11 +1022,28 @@ impl<'a> Run<'a> {
     /// its events to the observer. Called before every wait: a model
     /// request, a tool's execution, an approval, a retry's back-off.
     pub(super) fn flush(&mut self) -> Result<(), EngineError> {
+        self.commit()?;
+        self.show_committed();
+        Ok(())
+    }
+
+    /// Make what the run logged durable, and hold its events for
+    /// [`Self::show_committed`]. A model request or a tool starts once this
+    /// returns, and its events are shown after it has: the observer's work
+    /// (a line on stdout per event) then overlaps the wait instead of
+    /// delaying the request or the tool. Whatever shows events next shows
+    /// these first, so the observer still sees every event once, in order.
+    pub(super) fn commit(&mut self) -> Result<(), EngineError> {
         self.log.flush()?;
-        for event in std::mem::take(&mut self.unflushed) {
+        self.unshown.append(&mut self.unflushed);
+        Ok(())
+    }
+
+    /// Show the observer the events made durable and not shown yet.
+    pub(super) fn show_committed(&mut self) {
+        for event in std::mem::take(&mut self.unshown) {
             (self.observer)(&event);
         }
-        Ok(())
     }
 
     /// The next logged event: redacted, with the next `seq`.
@@ -1047,9 +1073,11 @@ impl<'a> Run<'a> {
     /// it carries the `seq` of the last logged event, so the log's
     /// sequence stays without gaps.
     pub(super) fn emit_live(&mut self, body: EventBody) {
-        // Live events come while the model is called, after the flush
-        // before it: nothing logged can be overtaken.
+        // Live events come while the model is called, after the commit
+        // before it: nothing logged can be overtaken once what that commit
+        // holds back is shown.
         debug_assert!(self.unflushed.is_empty(), "a live event before a flush");
+        self.show_committed();
         let event = Event {
             run_id: self.cfg.run_id.clone(),
             seq: self.seq,

@@ -29,8 +29,9 @@ impl Run<'_> {
         registry: &ToolRegistry,
         clearance: Clearance,
     ) -> Result<(ToolOutput, Receipt), EngineError> {
-        // Write-ahead: the call is durable before the tool runs.
-        self.flush()?;
+        // Write-ahead: the call is durable before the tool runs. Its events
+        // are shown once the tool has started.
+        self.commit()?;
         let (sink, mut reports) = ProgressSink::channel();
         let ctx = ToolContext {
             progress: Some(sink),
@@ -39,10 +40,18 @@ impl Run<'_> {
         let execution = registry.execute_cleared(clearance, &ctx);
         tokio::pin!(execution);
         let mut throttle = Throttle::default();
+        let mut unshown = true;
         let done = loop {
             tokio::select! {
                 biased;
                 done = &mut execution => break done,
+                () = std::future::ready(()), if unshown => {
+                    // The tool's task is spawned; let it run to its first
+                    // wait (a read, a child process) before showing.
+                    unshown = false;
+                    tokio::task::yield_now().await;
+                    self.show_committed();
+                }
                 Some(report) = reports.recv() => {
                     if throttle.admit(&report, Instant::now()) {
                         self.emit_progress(step, call, report)?;
@@ -50,6 +59,7 @@ impl Run<'_> {
                 }
             }
         };
+        self.show_committed();
         // Reports sent just before the result still count.
         while let Ok(report) = reports.try_recv() {
             if throttle.admit(&report, Instant::now()) {
