@@ -62,8 +62,8 @@ pub(super) struct Run<'a> {
     /// Logged events the observer gets at the next flush, once they are
     /// durable.
     unflushed: Vec<Event>,
-    /// Durable events not shown yet: a wait's own flush shows them once the
-    /// wait has begun (see [`Run::commit`]).
+    /// Durable events not shown yet: the commit before a model request or a
+    /// tool holds them until that wait has begun (see [`Run::commit`]).
     unshown: Vec<Event>,
     pub(super) trace_id: String,
     seq: u64,
@@ -1019,8 +1019,9 @@ impl<'a> Run<'a> {
     }
 
     /// Make what the run logged durable (one store transaction), then show
-    /// its events to the observer. Called before every wait: a model
-    /// request, a tool's execution, an approval, a retry's back-off.
+    /// its events to the observer at once: before an approval or a retry's
+    /// back-off, and for a tool's progress reports. Before a model request
+    /// or a tool's execution the run calls [`Self::commit`] instead.
     pub(super) fn flush(&mut self) -> Result<(), EngineError> {
         self.commit()?;
         self.show_committed();
