@@ -112,6 +112,35 @@ impl ModelProvider for Checking {
     }
 }
 
+/// An engine with `provider` and `tool` in `dir` (approving nothing), a log
+/// that holds entries until the engine flushes them into `durable`, and an
+/// observe run's configuration, not streamed.
+fn setup(
+    provider: Arc<dyn ModelProvider>,
+    tool: Arc<dyn attest_core::tool::Tool>,
+    dir: &std::path::Path,
+    durable: &Durable,
+) -> (Engine, HoldingLog, RunConfig) {
+    let registry = Arc::new(ToolRegistry::new(vec![tool]).unwrap());
+    let engine = Engine::new(
+        provider,
+        registry,
+        ToolContext::new(Workspace::new(dir).unwrap()),
+        Arc::new(StaticApprover {
+            approve: false,
+            decided_by: "test".into(),
+        }),
+    );
+    let log = HoldingLog {
+        held: Vec::new(),
+        durable: Arc::clone(durable),
+        flushes: 0,
+    };
+    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
+    cfg.stream = false;
+    (engine, log, cfg)
+}
+
 #[tokio::test]
 async fn calls_results_and_events_are_durable_before_anyone_acts_on_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -134,25 +163,7 @@ async fn calls_results_and_events_are_durable_before_anyone_acts_on_them() {
         durable: Arc::clone(&durable),
         missing: Mutex::default(),
     });
-    let registry = Arc::new(
-        ToolRegistry::new(vec![probe.clone() as Arc<dyn attest_core::tool::Tool>]).unwrap(),
-    );
-    let engine = Engine::new(
-        provider.clone() as Arc<dyn ModelProvider>,
-        registry,
-        ToolContext::new(Workspace::new(dir.path()).unwrap()),
-        Arc::new(StaticApprover {
-            approve: false,
-            decided_by: "test".into(),
-        }),
-    );
-    let mut log = HoldingLog {
-        held: Vec::new(),
-        durable: Arc::clone(&durable),
-        flushes: 0,
-    };
-    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
-    cfg.stream = false;
+    let (engine, mut log, cfg) = setup(provider.clone(), probe.clone(), dir.path(), &durable);
     let mut early = Vec::new();
     let mut seen = 0usize;
     let observed = Arc::clone(&durable);
@@ -329,25 +340,7 @@ async fn watched_run(
         shown: Arc::clone(&shown),
         requests: Mutex::default(),
     });
-    let registry = Arc::new(
-        ToolRegistry::new(vec![tool.clone() as Arc<dyn attest_core::tool::Tool>]).unwrap(),
-    );
-    let engine = Engine::new(
-        provider.clone() as Arc<dyn ModelProvider>,
-        registry,
-        ToolContext::new(Workspace::new(dir.path()).unwrap()),
-        Arc::new(StaticApprover {
-            approve: false,
-            decided_by: "test".into(),
-        }),
-    );
-    let mut log = HoldingLog {
-        held: Vec::new(),
-        durable: Arc::clone(&durable),
-        flushes: 0,
-    };
-    let mut cfg = RunConfig::new(CompletionContract::new(ContractKind::Observe));
-    cfg.stream = false;
+    let (engine, mut log, cfg) = setup(provider.clone(), tool.clone(), dir.path(), &durable);
     let into = Arc::clone(&shown);
     let mut observer = |e: &Event| into.lock().unwrap().push(e.clone());
     let outcome = engine
