@@ -112,6 +112,16 @@ impl ModelProvider for Checking {
     }
 }
 
+/// An observe tool's spec, without arguments.
+fn observe_spec(name: &str, description: &str) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        parameters: serde_json::json!({"type": "object", "properties": {}}),
+        effect: attest_protocol::EffectClass::Observe,
+    }
+}
+
 /// An engine with `provider` and `tool` in `dir` (approving nothing), a log
 /// that holds entries until the engine flushes them into `durable`, and an
 /// observe run's configuration, not streamed.
@@ -146,12 +156,7 @@ async fn calls_results_and_events_are_durable_before_anyone_acts_on_them() {
     let dir = tempfile::tempdir().unwrap();
     let durable: Durable = Arc::default();
     let probe = Arc::new(Probe {
-        spec: ToolSpec {
-            name: "probe".into(),
-            description: "Probe the log.".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {}}),
-            effect: attest_protocol::EffectClass::Observe,
-        },
+        spec: observe_spec("probe", "Probe the log."),
         durable: Arc::clone(&durable),
         runs: Mutex::default(),
     });
@@ -255,10 +260,14 @@ impl attest_core::tool::Tool for Watching {
         _args: serde_json::Value,
         _ctx: &ToolContext,
     ) -> attest_core::tool::ToolOutput {
-        let run = self.runs.lock().unwrap().len() + 1;
-        let durable = durable_events(&self.durable);
-        let shown = self.shown.lock().unwrap().clone();
-        (self.runs.lock().unwrap()).push((has_started(durable, run), has_started(shown, run)));
+        let run = {
+            let mut runs = self.runs.lock().unwrap();
+            let durable = durable_events(&self.durable);
+            let shown = self.shown.lock().unwrap().clone();
+            let run = runs.len() + 1;
+            runs.push((has_started(durable, run), has_started(shown, run)));
+            run
+        };
         if let Some(cancel) = &self.cancel {
             cancel.cancel();
             std::future::pending::<()>().await;
@@ -323,12 +332,7 @@ async fn watched_run(
     let durable: Durable = Arc::default();
     let shown: Shown = Arc::default();
     let tool = Arc::new(Watching {
-        spec: ToolSpec {
-            name: "watch".into(),
-            description: "Watch the observer.".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {}}),
-            effect: attest_protocol::EffectClass::Observe,
-        },
+        spec: observe_spec("watch", "Watch the observer."),
         shown: Arc::clone(&shown),
         durable: Arc::clone(&durable),
         runs: Mutex::default(),
