@@ -20,7 +20,10 @@
 #     last byte out, median of the first 20 and of the last 20 steps
 #     ("model ms"): attest sits idle for that long before each step;
 #   - start-up: process start → first request at the server;
-#   - peak RSS of the attest process (/usr/bin/time -f %M).
+#   - peak RSS of the attest process, and the CPU time it used (user plus
+#     system, from its rusage) over the number of steps: attest's own work
+#     whether or not it waited for a CPU, start-up and the run's end
+#     included (the difference between two step counts gives a step's).
 #
 # The model server is kept to one CPU (the last), which attest may share,
 # as a real provider runs on another machine; ATTEST_BENCH_NO_PIN=1 lets
@@ -99,24 +102,32 @@ def one(wire, stream, steps):
         while not os.path.exists(f"{out}/url"):
             time.sleep(0.01)
         url = open(f"{out}/url").read()
-        cmd = ["/usr/bin/time", "-f", "%M", attest, "run", "--json",
+        cmd = [attest, "run", "--json",
                "--provider", wire, "--base-url", url, "--model", "bench-model",
                "--stream" if stream else "--no-stream", "--expect", "observe",
                "--max-steps", str(steps), "-C", ws, "Read every file."]
         env = dict(os.environ, XDG_CONFIG_HOME=home)
         started = time.time()
-        run = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                             preexec_fn=lambda: os.sched_setaffinity(0, attest_cpus))
+        with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+            proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, text=True, env=env,
+                                    preexec_fn=lambda: os.sched_setaffinity(0, attest_cpus))
+            # wait4 for the child's own rusage: peak RSS and CPU time.
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            stdout.seek(0)
+            stderr.seek(0)
+            out_text, err_text = stdout.read(), stderr.read()
         srv.wait(timeout=60)
         violations = open(f"{out}/violations").read()
         times = json.load(open(f"{out}/times.json"))
         wire_times = json.load(open(f"{out}/wire_times.json"))
         assert len(wire_times) == len(times) == steps, (len(wire_times), len(times))
-        events = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")]
+        events = [json.loads(l) for l in out_text.splitlines() if l.startswith("{")]
         done = events[-1]
-        assert done["type"] == "done" and done["state"] == "completed", (done, run.stderr)
+        assert done["type"] == "done" and done["state"] == "completed", (done, err_text)
         assert not violations, violations
-        rss_kb = int(run.stderr.strip().splitlines()[-1])
+        rss_kb = usage.ru_maxrss
+        cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000.0
         receipts = done["receipts"]
         assert len(receipts) == steps - 1, len(receipts)
         per_step, whole = [], []
@@ -138,22 +149,23 @@ def one(wire, stream, steps):
             with open(f"{series}/{name}", "w") as f:
                 json.dump(moments, f)
         model = [(b - a) / 1000.0 for a, b in wire_times]
-        return per_step, whole, rss_kb, startup, model
+        return per_step, whole, rss_kb, startup, model, cpu_ms
 
 def ratio(xs):
     return statistics.median(xs[-20:]) / statistics.median(xs[:20])
 
 print(f"{'wire':<10} {'stream':<6} {'steps':>5} {'median ms':>9} {'p90 ms':>7} "
       f"{'last20/first20':>14} {'start-up ms':>11} {'peak RSS MB':>11} "
-      f"{'whole: median':>13} {'ratio':>5} {'model ms':>11}")
+      f"{'whole: median':>13} {'ratio':>5} {'model ms':>11} {'CPU ms/step':>11}")
 for steps in steps_list:
     for wire in ["openai", "anthropic"]:
         for stream in [False, True]:
-            per_step, whole, rss_kb, startup, model = one(wire, stream, steps)
+            per_step, whole, rss_kb, startup, model, cpu_ms = one(wire, stream, steps)
             waits = f"{statistics.median(model[:20]):.2f}→{statistics.median(model[-20:]):.2f}"
             med = statistics.median(per_step)
             p90 = statistics.quantiles(per_step, n=10)[-1]
             print(f"{wire:<10} {str(stream).lower():<6} {steps:>5} {med:>9.3f} {p90:>7.3f} "
                   f"{ratio(per_step):>14.2f} {startup:>11.1f} {rss_kb / 1024:>11.1f} "
-                  f"{statistics.median(whole):>13.3f} {ratio(whole):>5.2f} {waits:>11}", flush=True)
+                  f"{statistics.median(whole):>13.3f} {ratio(whole):>5.2f} {waits:>11} "
+                  f"{cpu_ms / steps:>11.3f}", flush=True)
 PY
