@@ -23,7 +23,9 @@
 #   - peak RSS of the attest process, and the CPU time it used (user plus
 #     system, from its rusage) over the number of steps: attest's own work
 #     whether or not it waited for a CPU, start-up and the run's end
-#     included (the difference between two step counts gives a step's).
+#     included; with two or more step counts, also the CPU time each added
+#     step took between consecutive counts (start-up cancels out; work done
+#     once at the run's end that grows with the run stays in).
 #
 # The model server is kept to one CPU (the last), which attest may share,
 # as a real provider runs on another machine; ATTEST_BENCH_NO_PIN=1 lets
@@ -157,10 +159,12 @@ def ratio(xs):
 print(f"{'wire':<10} {'stream':<6} {'steps':>5} {'median ms':>9} {'p90 ms':>7} "
       f"{'last20/first20':>14} {'start-up ms':>11} {'peak RSS MB':>11} "
       f"{'whole: median':>13} {'ratio':>5} {'model ms':>11} {'CPU ms/step':>11}")
+cpu_totals = {}
 for steps in steps_list:
     for wire in ["openai", "anthropic"]:
         for stream in [False, True]:
             per_step, whole, rss_kb, startup, model, cpu_ms = one(wire, stream, steps)
+            cpu_totals.setdefault((wire, stream), []).append((steps, cpu_ms))
             waits = f"{statistics.median(model[:20]):.2f}→{statistics.median(model[-20:]):.2f}"
             med = statistics.median(per_step)
             p90 = statistics.quantiles(per_step, n=10)[-1]
@@ -168,4 +172,9 @@ for steps in steps_list:
                   f"{ratio(per_step):>14.2f} {startup:>11.1f} {rss_kb / 1024:>11.1f} "
                   f"{statistics.median(whole):>13.3f} {ratio(whole):>5.2f} {waits:>11} "
                   f"{cpu_ms / steps:>11.3f}", flush=True)
+if len(steps_list) > 1:
+    print(f"\n{'wire':<10} {'stream':<6} {'steps':>9} {'CPU ms per added step':>21}")
+    for (wire, stream), totals in cpu_totals.items():
+        for (n1, c1), (n2, c2) in zip(totals, totals[1:]):
+            print(f"{wire:<10} {str(stream).lower():<6} {f'{n1}→{n2}':>9} {(c2 - c1) / (n2 - n1):>21.3f}")
 PY
