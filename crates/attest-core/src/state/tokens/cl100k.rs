@@ -3,7 +3,8 @@
 //! tiktoken (the tests compare counts with tiktoken-rs), without its heap:
 //! nothing is built at run time but the split regex.
 
-use regex::Regex;
+use regex_automata::meta::Regex;
+use regex_automata::{Anchored, Input};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::OnceLock;
@@ -73,9 +74,13 @@ fn split(text: &str) -> impl Iterator<Item = &str> {
     let regex = split_regex();
     let mut at = 0;
     std::iter::from_fn(move || {
-        let found = regex.find_at(text, at)?;
+        // Every character is matched by some alternative of the pattern, so
+        // the pieces tile the text and each search is anchored where the
+        // last piece ended: an unanchored one would find the same piece,
+        // after a second, reverse scan to learn where it starts.
+        let found = regex.search(&Input::new(text).range(at..).anchored(Anchored::Yes))?;
         let mut end = found.end();
-        let piece = found.as_str();
+        let piece = &text[found.range()];
         // The pattern's `\s+(?!\S)`: a run of spaces (no line break, which
         // an earlier alternative takes) that stops before a non-space
         // leaves its last space to the word after it.
@@ -260,6 +265,13 @@ mod tests {
             text in "([ \\t\\r\\n\\u{a0}\\u{3000}]{1,4}|'[sdmtlvrSDMTLVR]{1,2}|[a-zA-Z\\u{e9}\\u{4e2d}]{1,6}|[0-9]{1,5}|[.,!?/_-]{1,3}){0,60}"
         ) {
             assert_same(&text);
+        }
+
+        /// The anchored search in `split` relies on every character being
+        /// matched by some alternative; a gap would end the split early.
+        #[test]
+        fn pieces_tile_any_text(text in any::<String>()) {
+            prop_assert_eq!(split(&text).collect::<String>(), text);
         }
 
         #[test]
