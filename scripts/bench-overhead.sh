@@ -12,7 +12,9 @@
 #     tool's own run time from the step's receipt (started_at..finished_at)
 #     — that is, response's last byte → tool start
 #     plus tool result → next request on the wire; median, p90, and the
-#     ratio of the last 20 steps' median to the first 20's;
+#     ratio of the last 20 steps' median to the first 20's; and the two
+#     parts' medians apart ("split ms": response → tool start / tool
+#     result → request), since only the first follows a wait for the model;
 #   - the same median and ratio measured up to the server having read
 #     request k+1 whole ("whole"), which adds moving the body across
 #     loopback: at 500 steps a body is over a hundred kilobytes;
@@ -132,10 +134,12 @@ def one(wire, stream, steps):
         cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000.0
         receipts = done["receipts"]
         assert len(receipts) == steps - 1, len(receipts)
-        per_step, whole = [], []
+        per_step, whole, parts = [], [], []
         for k, r in enumerate(receipts):
             tool = micros(r["finished_at"]) - micros(r["started_at"])
             per_step.append((wire_times[k + 1][0] - wire_times[k][1] - tool) / 1000.0)
+            parts.append(((micros(r["started_at"]) - wire_times[k][1]) / 1000.0,
+                          (wire_times[k + 1][0] - micros(r["finished_at"])) / 1000.0))
             whole.append((times[k + 1][0] - wire_times[k][1] - tool) / 1000.0)
         startup = (wire_times[0][0] - started * 1_000_000) / 1000.0
         series = os.environ.get("ATTEST_BENCH_SERIES")
@@ -151,19 +155,20 @@ def one(wire, stream, steps):
             with open(f"{series}/{name}", "w") as f:
                 json.dump(moments, f)
         model = [(b - a) / 1000.0 for a, b in wire_times]
-        return per_step, whole, rss_kb, startup, model, cpu_ms
+        split = tuple(statistics.median(p[i] for p in parts) for i in (0, 1))
+        return per_step, whole, rss_kb, startup, model, cpu_ms, split
 
 def ratio(xs):
     return statistics.median(xs[-20:]) / statistics.median(xs[:20])
 
 print(f"{'wire':<10} {'stream':<6} {'steps':>5} {'median ms':>9} {'p90 ms':>7} "
       f"{'last20/first20':>14} {'start-up ms':>11} {'peak RSS MB':>11} "
-      f"{'whole: median':>13} {'ratio':>5} {'model ms':>11} {'CPU ms/step':>11}")
+      f"{'whole: median':>13} {'ratio':>5} {'model ms':>11} {'CPU ms/step':>11} {'split ms':>11}")
 cpu_totals = {}
 for steps in steps_list:
     for wire in ["openai", "anthropic"]:
         for stream in [False, True]:
-            per_step, whole, rss_kb, startup, model, cpu_ms = one(wire, stream, steps)
+            per_step, whole, rss_kb, startup, model, cpu_ms, split = one(wire, stream, steps)
             cpu_totals.setdefault((wire, stream), []).append((steps, cpu_ms))
             waits = f"{statistics.median(model[:20]):.2f}→{statistics.median(model[-20:]):.2f}"
             med = statistics.median(per_step)
@@ -171,7 +176,7 @@ for steps in steps_list:
             print(f"{wire:<10} {str(stream).lower():<6} {steps:>5} {med:>9.3f} {p90:>7.3f} "
                   f"{ratio(per_step):>14.2f} {startup:>11.1f} {rss_kb / 1024:>11.1f} "
                   f"{statistics.median(whole):>13.3f} {ratio(whole):>5.2f} {waits:>11} "
-                  f"{cpu_ms / steps:>11.3f}", flush=True)
+                  f"{cpu_ms / steps:>11.3f} {f'{split[0]:.3f}/{split[1]:.3f}':>11}", flush=True)
 if len(steps_list) > 1:
     print(f"\n{'wire':<10} {'stream':<6} {'steps':>9} {'CPU ms per added step':>21}")
     for (wire, stream), totals in cpu_totals.items():
