@@ -134,23 +134,23 @@ def one(wire, stream, steps):
         cpu_ms = (usage.ru_utime + usage.ru_stime) * 1000.0
         receipts = done["receipts"]
         assert len(receipts) == steps - 1, len(receipts)
-        per_step, whole, parts = [], [], []
-        for k, r in enumerate(receipts):
-            tool = micros(r["finished_at"]) - micros(r["started_at"])
-            per_step.append((wire_times[k + 1][0] - wire_times[k][1] - tool) / 1000.0)
-            parts.append(((micros(r["started_at"]) - wire_times[k][1]) / 1000.0,
-                          (wire_times[k + 1][0] - micros(r["finished_at"])) / 1000.0))
-            whole.append((times[k + 1][0] - wire_times[k][1] - tool) / 1000.0)
+        # Each step's moments, in µs of the wall clock both processes read.
+        moments = [{"response_sent": wire_times[k][1],
+                    "tool_started": micros(r["started_at"]),
+                    "tool_finished": micros(r["finished_at"]),
+                    "next_request": wire_times[k + 1][0]}
+                   for k, r in enumerate(receipts)]
+        # Response → tool start, tool result → next request.
+        parts = [((m["tool_started"] - m["response_sent"]) / 1000.0,
+                  (m["next_request"] - m["tool_finished"]) / 1000.0) for m in moments]
+        per_step = [a + b for a, b in parts]
+        whole = [(times[k + 1][0] - m["response_sent"]
+                  - (m["tool_finished"] - m["tool_started"])) / 1000.0
+                 for k, m in enumerate(moments)]
         startup = (wire_times[0][0] - started * 1_000_000) / 1000.0
         series = os.environ.get("ATTEST_BENCH_SERIES")
         if series:
-            # Each step's moments, in µs of the wall clock both processes read.
             os.makedirs(series, exist_ok=True)
-            moments = [{"response_sent": wire_times[k][1],
-                        "tool_started": micros(r["started_at"]),
-                        "tool_finished": micros(r["finished_at"]),
-                        "next_request": wire_times[k + 1][0]}
-                       for k, r in enumerate(receipts)]
             name = f"{wire}-{'stream' if stream else 'plain'}-{steps}-{int(started)}.json"
             with open(f"{series}/{name}", "w") as f:
                 json.dump(moments, f)
