@@ -36,31 +36,21 @@ server=target/$profile/examples/scripted_server
 [[ -x $bin && -x $server ]] || { echo "missing $bin or $server" >&2; exit 1; }
 
 python3 - "$bin" "$server" "${steps_list[@]}" <<'PY'
-import json, os, re, subprocess, sys, tempfile, time
+import json, subprocess, sys, tempfile
+sys.path.insert(0, "scripts")
+import bench_setup
 
 attest, server = sys.argv[1], sys.argv[2]
 steps_list = [int(s) for s in sys.argv[3:]]
 
 def counts(steps):
     with tempfile.TemporaryDirectory() as tmp:
-        ws, home, out = f"{tmp}/ws", f"{tmp}/home", f"{tmp}/out"
-        os.makedirs(f"{ws}/data"); os.makedirs(f"{home}/attest"); os.makedirs(out)
-        for i in range(steps):
-            with open(f"{ws}/data/f{i:04}.txt", "w") as f:
-                f.write(f"port = {8000 + i}\n")
-        with open(f"{home}/attest/config.toml", "w") as f:
-            f.write("[provider]\ncontext_window = 1000000\n")
-        srv = subprocess.Popen([server, "openai", "0", str(steps), out])
-        while not os.path.exists(f"{out}/url"):
-            time.sleep(0.01)
-        url = open(f"{out}/url").read()
+        ws, env, out = bench_setup.prepare(tmp, steps)
+        srv, url = bench_setup.start_server(server, "openai", False, steps, out)
         cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes",
-               f"--cachegrind-out-file={tmp}/cg.out", attest, "run", "--json",
-               "--provider", "openai", "--base-url", url, "--model", "bench-model",
-               "--no-stream", "--expect", "observe", "--max-steps", str(steps),
-               "-C", ws, "Read every file."]
-        run = subprocess.run(cmd, capture_output=True, text=True,
-                             env=dict(os.environ, XDG_CONFIG_HOME=home))
+               f"--cachegrind-out-file={tmp}/cg.out",
+               *bench_setup.run_args(attest, "openai", False, url, steps, ws)]
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         srv.wait(timeout=120)
         done = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")][-1]
         assert done["type"] == "done" and done["state"] == "completed", (done, run.stderr[-2000:])

@@ -67,6 +67,8 @@ server=target/$profile/examples/scripted_server
 python3 - "$bin" "$server" "${steps_list[@]}" <<'PY'
 import json, os, statistics, subprocess, sys, tempfile, time
 from datetime import datetime
+sys.path.insert(0, "scripts")
+import bench_setup
 
 attest, server = sys.argv[1], sys.argv[2]
 steps_list = [int(s) for s in sys.argv[3:]]
@@ -90,27 +92,10 @@ checks = "before answering" if os.environ.get("ATTEST_BENCH_CHECK_INLINE") == "1
 print(f"the server checks requests {checks}", file=sys.stderr)
 
 def one(wire, stream, steps):
-    with tempfile.TemporaryDirectory() as ws:
-        os.makedirs(f"{ws}/data")
-        for i in range(steps):
-            with open(f"{ws}/data/f{i:04}.txt", "w") as f:
-                f.write(f"port = {8000 + i}\n")
-        # The user's own config (trusted), not the machine's.
-        home = tempfile.mkdtemp()
-        os.makedirs(f"{home}/attest")
-        with open(f"{home}/attest/config.toml", "w") as f:
-            f.write("[provider]\ncontext_window = 1000000\n")
-        out = tempfile.mkdtemp()
-        srv = subprocess.Popen([server, wire, "1" if stream else "0", str(steps), out],
-                               preexec_fn=lambda: os.sched_setaffinity(0, server_cpus))
-        while not os.path.exists(f"{out}/url"):
-            time.sleep(0.01)
-        url = open(f"{out}/url").read()
-        cmd = [attest, "run", "--json",
-               "--provider", wire, "--base-url", url, "--model", "bench-model",
-               "--stream" if stream else "--no-stream", "--expect", "observe",
-               "--max-steps", str(steps), "-C", ws, "Read every file."]
-        env = dict(os.environ, XDG_CONFIG_HOME=home)
+    with tempfile.TemporaryDirectory() as root:
+        ws, env, out = bench_setup.prepare(root, steps)
+        srv, url = bench_setup.start_server(server, wire, stream, steps, out, server_cpus)
+        cmd = bench_setup.run_args(attest, wire, stream, url, steps, ws)
         started = time.time()
         with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
             proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, text=True, env=env,

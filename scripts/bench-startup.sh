@@ -19,6 +19,8 @@ cd "$(dirname "$0")/.."
 [[ $# -ge 2 ]] || { echo "usage: $0 ROUNDS PROFILE..." >&2; exit 2; }
 python3 - "$@" <<'PY'
 import json, os, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, "scripts")
+import bench_setup
 
 rounds, profiles = int(sys.argv[1]), sys.argv[2:]
 for p in profiles:
@@ -31,27 +33,13 @@ times = {p: [] for p in profiles}
 for _ in range(rounds):
     for p in profiles:
         with tempfile.TemporaryDirectory() as root:
-            ws, home, out = (os.path.join(root, d) for d in ("ws", "home", "out"))
-            os.makedirs(f"{ws}/data")
-            os.makedirs(f"{home}/attest")
-            os.makedirs(out)
-            for i in range(2):
-                with open(f"{ws}/data/f{i:04}.txt", "w") as f:
-                    f.write(f"port = {8000 + i}\n")
-            with open(f"{home}/attest/config.toml", "w") as f:
-                f.write("[provider]\ncontext_window = 1000000\n")
-            srv = subprocess.Popen([f"target/{p}/examples/scripted_server", "openai", "0", "2", out],
-                                   preexec_fn=lambda: os.sched_setaffinity(0, server_cpus))
-            while not os.path.exists(f"{out}/url"):
-                time.sleep(0.01)
-            url = open(f"{out}/url").read()
-            cmd = [f"target/{p}/attest", "run", "--json", "--provider", "openai", "--base-url", url,
-                   "--model", "bench-model", "--no-stream", "--expect", "observe",
-                   "--max-steps", "2", "-C", ws, "Read every file."]
+            ws, env, out = bench_setup.prepare(root, 2)
+            srv, url = bench_setup.start_server(f"target/{p}/examples/scripted_server", "openai",
+                                                False, 2, out, server_cpus)
+            cmd = bench_setup.run_args(f"target/{p}/attest", "openai", False, url, 2, ws)
             time.sleep(0.05)  # the server settled
             started = time.time()
-            run = subprocess.run(cmd, capture_output=True, text=True,
-                                 env=dict(os.environ, XDG_CONFIG_HOME=home))
+            run = subprocess.run(cmd, capture_output=True, text=True, env=env)
             srv.wait(timeout=30)
             done = json.loads(run.stdout.splitlines()[-1])
             assert done["type"] == "done" and done["state"] == "completed", run.stderr

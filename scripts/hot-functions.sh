@@ -37,32 +37,19 @@ for profile in "${profiles[@]}"; do
 cargo build --profile "$profile" -p attest-cli --no-default-features --bin attest --example scripted_server >&2
 mkdir -p "$out/$profile"
 python3 - "target/$profile/attest" "target/$profile/examples/scripted_server" "$out/$profile" <<'PY'
-import os, subprocess, sys, tempfile, time
+import subprocess, sys, tempfile
+sys.path.insert(0, "scripts")
+import bench_setup
 attest, server, out = sys.argv[1:4]
 steps = 100
 for wire in ["openai", "anthropic"]:
     for stream in ["0", "1"]:
-        ws = tempfile.mkdtemp(dir=out)
-        os.makedirs(f"{ws}/data")
-        for i in range(steps):
-            with open(f"{ws}/data/f{i:04}.txt", "w") as f:
-                f.write(f"port = {8000 + i}\n")
-        home = tempfile.mkdtemp(dir=out)
-        os.makedirs(f"{home}/attest")
-        with open(f"{home}/attest/config.toml", "w") as f:
-            f.write("[provider]\ncontext_window = 1000000\n")
-        srv_out = tempfile.mkdtemp(dir=out)
-        srv = subprocess.Popen([server, wire, stream, str(steps), srv_out])
-        while not os.path.exists(f"{srv_out}/url"):
-            time.sleep(0.01)
-        url = open(f"{srv_out}/url").read()
+        ws, env, srv_out = bench_setup.prepare(tempfile.mkdtemp(dir=out), steps)
+        srv, url = bench_setup.start_server(server, wire, stream == "1", steps, srv_out)
         cmd = ["valgrind", "--tool=callgrind", "--demangle=no",
                f"--callgrind-out-file={out}/callgrind.{wire}{stream}",
-               attest, "run", "--json", "--provider", wire, "--base-url", url,
-               "--model", "bench-model", "--stream" if stream == "1" else "--no-stream",
-               "--expect", "observe", "--max-steps", str(steps), "-C", ws, "Read every file."]
-        run = subprocess.run(cmd, capture_output=True, text=True,
-                             env=dict(os.environ, XDG_CONFIG_HOME=home))
+               *bench_setup.run_args(attest, wire, stream == "1", url, steps, ws)]
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         srv.wait(timeout=60)
         assert '"state":"completed"' in run.stdout, run.stderr[-2000:]
 PY
