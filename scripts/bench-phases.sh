@@ -50,12 +50,13 @@ EVENTS = ",".join(f"syscalls:{e}" for e in [
     "sys_enter_sendto", "sys_exit_epoll_wait", "sys_enter_recvfrom", "sys_enter_fcntl",
     "sys_enter_pwrite64", "sys_enter_write", "sys_enter_futex", "sys_enter_writev"])
 STORE = {"sys_enter_fcntl", "sys_enter_pwrite64"}
-LINE = re.compile(r"\s*(\d+)/(\d+)\s+([\d.]+):\s+syscalls:(\w+):")
+LINE = re.compile(r"\s*(.*?)\s+(\d+)/(\d+)\s+([\d.]+):\s+syscalls:(\w+):")
 NAMES = ["send→wake", "→commit 1", "commit 1", "tool+result", "commit 2", "→request"]
 cpus = sorted(os.sched_getaffinity(0))
 
 def record(latency, root):
-    """One run under perf; its events as (µs, pid, tid, syscall), in order."""
+    """One run under perf; its events as (µs, command, pid, tid, syscall), in
+    order."""
     ws, env, out = bench_setup.prepare(root, steps)
     env["ATTEST_BENCH_MODEL_LATENCY_MS"] = latency
     os.environ["ATTEST_BENCH_MODEL_LATENCY_MS"] = latency  # the server's
@@ -68,22 +69,22 @@ def record(latency, root):
     srv.wait(timeout=60)
     done = [json.loads(l) for l in run.stdout.splitlines() if l.startswith("{")]
     assert done and done[-1]["state"] == "completed", run.stderr[-2000:]
-    text = subprocess.run(["perf", "script", "-i", data, "--ns", "-F", "pid,tid,time,event"],
+    text = subprocess.run(["perf", "script", "-i", data, "--ns", "-F", "comm,pid,tid,time,event"],
                           capture_output=True, text=True, check=True).stdout
     events = []
     for line in text.splitlines():
         m = LINE.match(line)
         if m:
-            pid, tid, t, name = m.groups()
-            events.append((float(t) * 1e6, int(pid), int(tid), name))
+            comm, pid, tid, t, name = m.groups()
+            events.append((float(t) * 1e6, comm, int(pid), int(tid), name))
     return events, done[-1], srv.pid
 
 def phases(events, server_pid):
     """Each whole step's six parts, in µs."""
-    main = next(pid for _, pid, tid, name in events
-                if pid == tid and name == "sys_enter_writev" and pid != server_pid)
+    # attest's main thread, which runs the engine (current-thread runtime).
+    main = next(tid for _, comm, pid, tid, _ in events if comm == "attest" and pid == tid)
     rows, send, wake, step = [], None, None, None
-    for t, pid, tid, name in events:
+    for t, _, pid, tid, name in events:
         if pid == server_pid and name == "sys_enter_sendto":
             send = t
         elif tid != main:
