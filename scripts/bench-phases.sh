@@ -46,6 +46,7 @@ import bench_setup
 
 attest, server, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 latencies = sys.argv[4:]
+# `write` and `futex` only end a group of store calls (the tool's hop, stdout).
 EVENTS = ",".join(f"syscalls:{e}" for e in [
     "sys_enter_sendto", "sys_exit_epoll_wait", "sys_enter_recvfrom", "sys_enter_fcntl",
     "sys_enter_pwrite64", "sys_enter_write", "sys_enter_futex", "sys_enter_writev"])
@@ -77,7 +78,7 @@ def record(latency, root):
         if m:
             comm, pid, tid, t, name = m.groups()
             events.append((float(t) * 1e6, comm, int(pid), int(tid), name))
-    return events, done[-1], srv.pid
+    return events, srv.pid
 
 def phases(events, server_pid):
     """Each whole step's six parts, in µs."""
@@ -115,7 +116,7 @@ print(f"{'model ms':>8} {'steps':>5}  " + "  ".join(f"{n:>11}" for n in NAMES) +
       "   (medians, µs)")
 for latency in latencies:
     with tempfile.TemporaryDirectory() as root:
-        events, done, server_pid = record(latency, root)
+        events, server_pid = record(latency, root)
         rows = phases(events, server_pid)
     assert rows, "no whole step found in the trace"
     meds = [statistics.median(r[i] for r in rows) for i in range(len(NAMES))]
