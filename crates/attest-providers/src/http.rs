@@ -93,6 +93,10 @@ pub struct HttpProvider {
     client: reqwest::Client,
     headers: HeaderMap,
     endpoint: String,
+    /// `endpoint` parsed once, where reqwest would parse the string anew
+    /// for every request; `None` when it does not parse, and then each
+    /// request fails as reqwest reports it.
+    endpoint_url: Option<reqwest::Url>,
     /// Ids for calls read from the content: unique per provider (the
     /// counter) and across processes (the start time), since a session's
     /// later runs are sent the earlier runs' calls.
@@ -156,6 +160,7 @@ impl HttpProvider {
             cfg,
             client,
             headers,
+            endpoint_url: reqwest::Url::parse(&endpoint).ok(),
             endpoint,
             content_call_prefix: format!("call_{started:x}"),
             next_content_call: AtomicU64::new(1),
@@ -237,11 +242,11 @@ impl HttpProvider {
             .into(),
         };
         let post = |body: reqwest::Body| {
-            self.client
-                .post(&self.endpoint)
-                .headers(self.headers.clone())
-                .body(body)
-                .send()
+            let request = match &self.endpoint_url {
+                Some(url) => self.client.post(url.clone()),
+                None => self.client.post(&self.endpoint),
+            };
+            request.headers(self.headers.clone()).body(body).send()
         };
         let transport = |e: reqwest::Error| ProviderError::Transport(self.redact(error_chain(&e)));
         // Frames of a known total length: one body, not chunked.
