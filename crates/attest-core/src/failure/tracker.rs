@@ -219,6 +219,9 @@ impl FailureTracker {
     /// Records a success: the call's failures are forgotten and its budget
     /// is whole again.
     pub fn record_success(&self, tool: &str, provider: &str, arguments: &serde_json::Value) {
+        if self.lock().by_call.is_empty() {
+            return; // No failure to forget: the call's key is not needed.
+        }
         let signature = param_signature(&self.redactor, arguments);
         let call_key = self.key.call_key(tool, provider, &signature);
         let mut state = self.lock();
@@ -235,6 +238,10 @@ impl FailureTracker {
         arguments: &serde_json::Value,
         now: DateTime<Utc>,
     ) -> BudgetCheck {
+        if self.lock().by_call.is_empty() {
+            // Nothing has failed (a run's usual state): no key to look up.
+            return BudgetCheck::Allowed;
+        }
         let signature = param_signature(&self.redactor, arguments);
         let call_key = self.key.call_key(tool, provider, &signature);
         let state = self.lock();
