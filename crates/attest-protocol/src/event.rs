@@ -57,6 +57,7 @@ pub enum ProtocolErrorKind {
 pub struct Event {
     pub run_id: String,
     pub seq: u64,
+    #[serde(serialize_with = "crate::timestamp::serialize")]
     pub ts: DateTime<Utc>,
     #[serde(flatten)]
     pub body: EventBody,

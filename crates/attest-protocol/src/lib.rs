@@ -20,6 +20,7 @@ mod memory;
 mod receipt;
 mod state;
 mod terminal;
+pub mod timestamp;
 mod tool;
 mod trace;
 mod transcript;

@@ -122,7 +122,9 @@ pub struct Receipt {
     pub tool_name: String,
     pub effect: EffectClass,
     pub status: ReceiptStatus,
+    #[serde(serialize_with = "crate::timestamp::serialize")]
     pub started_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::timestamp::serialize")]
     pub finished_at: DateTime<Utc>,
     /// sha256 of the canonical (sorted-key) JSON arguments.
     pub input_fingerprint: String,
