@@ -219,12 +219,12 @@ impl FailureTracker {
     /// Records a success: the call's failures are forgotten and its budget
     /// is whole again.
     pub fn record_success(&self, tool: &str, provider: &str, arguments: &serde_json::Value) {
-        if self.lock().by_call.is_empty() {
+        let mut state = self.lock();
+        if state.by_call.is_empty() {
             return; // No failure to forget: the call's key is not needed.
         }
         let signature = param_signature(&self.redactor, arguments);
         let call_key = self.key.call_key(tool, provider, &signature);
-        let mut state = self.lock();
         if let Some(fp) = state.by_call.remove(&call_key) {
             state.by_fingerprint.remove(&fp);
         }
@@ -238,13 +238,13 @@ impl FailureTracker {
         arguments: &serde_json::Value,
         now: DateTime<Utc>,
     ) -> BudgetCheck {
-        if self.lock().by_call.is_empty() {
+        let state = self.lock();
+        if state.by_call.is_empty() {
             // Nothing has failed (a run's usual state): no key to look up.
             return BudgetCheck::Allowed;
         }
         let signature = param_signature(&self.redactor, arguments);
         let call_key = self.key.call_key(tool, provider, &signature);
-        let state = self.lock();
         let Some(failure) = state
             .by_call
             .get(&call_key)
