@@ -14,7 +14,10 @@
 //! each response is read whole and parsed as JSON. There is no engine, no
 //! async runtime, no HTTP library, no redaction, no checks: the rest of a
 //! step is the machine's (waking up, the socket, SQLite and the file
-//! system), and that is what the server's wire times then measure.
+//! system), and that is what the server's wire times then measure. The
+//! requests are not valid conversations (a tool message without its call
+//! id), so the server's checks of them, which it writes after the run,
+//! are not read.
 //!
 //! Prints one JSON line: the number of tool steps served and, per step,
 //! the time (µs) from a response's last byte read to the first commit
