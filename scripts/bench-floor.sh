@@ -9,21 +9,24 @@
 # to have a store of a real run, then runs `step_floor` against the same
 # server RUNS times. `step_floor` replays that run's log entries into a
 # new store in attest's transactions (one commit before each tool runs,
-# one before each request), reads each step's file, and talks to the
-# server with blocking writes and reads of a request about as long as
-# attest's: what no harness with a durable write-ahead log can skip. The
-# rest of attest's time per step is its own work (the engine, tokio,
-# hyper, redaction, checks).
+# one before each request), reads each step's file, and sends a request
+# about as long as attest's. With the `blocking` client it talks to the
+# server with blocking writes and reads: what no harness with a durable
+# write-ahead log can skip. With the `reqwest` client it talks through
+# attest's HTTP stack (reqwest and hyper on a current-thread tokio
+# runtime). The rest of attest's time per step is its own work (the
+# engine, redaction, checks, the state).
 #
-# Prints, per run of the floor: the per-step time (the gap between a
+# Prints, per run and client: the per-step time (the gap between a
 # response's last byte leaving the server and the next request's first
 # byte arriving there, less the file's read, as bench-overhead.sh
 # subtracts the tool's run time), its median and p90, the last 20 steps'
 # median over the first 20's, and the medians of its two parts (response
 # read → first commit returned / file read → request written, timed in
-# the client).
+# the client; the second for the blocking client only).
 #
-# Usage: scripts/bench-floor.sh [STEPS [RUNS]]   (default: 100 3)
+# Usage: scripts/bench-floor.sh [STEPS [RUNS [CLIENTS]]]
+#   (default: 100 3 "blocking reqwest"; the clients take turns in each run)
 # ATTEST_BENCH_MODEL_LATENCY_MS=T holds each response T ms, as in
 # bench-overhead.sh; ATTEST_BENCH_NO_BUILD=1 and ATTEST_BENCH_PROFILE as
 # there (the folder must hold `examples/step_floor` too).
@@ -31,6 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-100}
 runs=${2:-3}
+clients=${3:-blocking reqwest}
 profile=${ATTEST_BENCH_PROFILE:-release}
 if [[ -z "${ATTEST_BENCH_NO_BUILD:-}" ]]; then
   cargo build --profile "$profile" -p attest-cli --no-default-features --bin attest --example scripted_server >&2
@@ -41,13 +45,14 @@ server=target/$profile/examples/scripted_server
 floor=target/$profile/examples/step_floor
 [[ -x $bin && -x $server && -x $floor ]] || { echo "missing $bin, $server or $floor" >&2; exit 1; }
 
-python3 - "$bin" "$server" "$floor" "$steps" "$runs" <<'PY'
+python3 - "$bin" "$server" "$floor" "$steps" "$runs" $clients <<'PY'
 import json, os, statistics, subprocess, sys, tempfile
 sys.path.insert(0, "scripts")
 import bench_setup
 
 attest, server, floor = sys.argv[1:4]
 steps, runs = int(sys.argv[4]), int(sys.argv[5])
+clients = sys.argv[6:]
 cpus = sorted(os.sched_getaffinity(0))
 # The server on the last CPU, as bench-overhead.sh keeps it.
 server_cpus = cpus[-1:] if len(cpus) >= 2 else cpus
@@ -65,27 +70,30 @@ with tempfile.TemporaryDirectory() as root:
     if latency is not None:
         os.environ["ATTEST_BENCH_MODEL_LATENCY_MS"] = latency
 
-    print(f"{'run':>3} {'steps':>5} {'median ms':>9} {'p90 ms':>7} {'last20/first20':>14} "
-          f"{'split ms':>11} {'file read µs':>12}")
+    print(f"{'run':>3} {'client':<8} {'steps':>5} {'median ms':>9} {'p90 ms':>7} "
+          f"{'last20/first20':>14} {'split ms':>11} {'file read µs':>12}")
     for n in range(1, runs + 1):
-        ws, env, out = bench_setup.prepare(f"{root}/floor{n}", steps)
-        srv, url = bench_setup.start_server(server, "openai", False, steps, out, server_cpus)
-        run = subprocess.run([floor, template, f"{root}/floor{n}/floor.db", url, f"{ws}/data"],
-                             capture_output=True, text=True)
-        srv.wait(timeout=60)
-        assert run.returncode == 0, run.stderr[-2000:]
-        r = json.loads(run.stdout)
-        wire = json.load(open(f"{out}/wire_times.json"))
-        tool_steps = r["steps"]
-        assert tool_steps == steps - 1, tool_steps
-        per_step = [(wire[k + 1][0] - wire[k][1] - r["tool_us"][k]) / 1000.0
-                    for k in range(tool_steps)]
-        med = statistics.median(per_step)
-        p90 = statistics.quantiles(per_step, n=10)[-1]
-        ratio = statistics.median(per_step[-20:]) / statistics.median(per_step[:20])
-        split = (statistics.median(r["to_commit_us"][:tool_steps]) / 1000.0,
-                 statistics.median(r["to_request_us"]) / 1000.0)
-        print(f"{n:>3} {steps:>5} {med:>9.3f} {p90:>7.3f} {ratio:>14.2f} "
-              f"{f'{split[0]:.3f}/{split[1]:.3f}':>11} {statistics.median(r['tool_us']):>12.0f}",
-              flush=True)
+        for client in clients:
+            name = f"{root}/floor{n}-{client}"
+            ws, env, out = bench_setup.prepare(name, steps)
+            srv, url = bench_setup.start_server(server, "openai", False, steps, out, server_cpus)
+            run = subprocess.run([floor, template, f"{name}/floor.db", url, f"{ws}/data", client],
+                                 capture_output=True, text=True)
+            srv.wait(timeout=60)
+            assert run.returncode == 0, run.stderr[-2000:]
+            r = json.loads(run.stdout)
+            wire = json.load(open(f"{out}/wire_times.json"))
+            tool_steps = r["steps"]
+            assert tool_steps == steps - 1, tool_steps
+            per_step = [(wire[k + 1][0] - wire[k][1] - r["tool_us"][k]) / 1000.0
+                        for k in range(tool_steps)]
+            med = statistics.median(per_step)
+            p90 = statistics.quantiles(per_step, n=10)[-1]
+            ratio = statistics.median(per_step[-20:]) / statistics.median(per_step[:20])
+            first = statistics.median(r["to_commit_us"][:tool_steps]) / 1000.0
+            second = (f"{statistics.median(r['to_request_us']) / 1000.0:.3f}"
+                      if r["to_request_us"] else "-")
+            print(f"{n:>3} {client:<8} {steps:>5} {med:>9.3f} {p90:>7.3f} {ratio:>14.2f} "
+                  f"{f'{first:.3f}/{second}':>11} {statistics.median(r['tool_us']):>12.0f}",
+                  flush=True)
 PY

@@ -2,7 +2,7 @@
 //! only what no harness with a durable write-ahead log can skip, against
 //! the same scripted model server as `scripts/bench-overhead.sh`.
 //!
-//! `step_floor TEMPLATE_DB STORE_DB URL DATA_DIR`: replays, step by step,
+//! `step_floor TEMPLATE_DB STORE_DB URL DATA_DIR [CLIENT]`: replays, step by step,
 //! the log entries of the one run stored in `TEMPLATE_DB` (a store that an
 //! `attest run` of the same script wrote) into a new store at `STORE_DB`,
 //! in the same transactions as attest writes them: for each response, one
@@ -11,10 +11,14 @@
 //! reads the step's file from `DATA_DIR` (`fNNNN.txt`), as `read_file`
 //! does. Each request is a body as long as attest's at that step would
 //! roughly be (a growing message list), written with one blocking write;
-//! each response is read whole and parsed as JSON. There is no engine, no
-//! async runtime, no HTTP library, no redaction, no checks: the rest of a
-//! step is the machine's (waking up, the socket, SQLite and the file
-//! system), and that is what the server's wire times then measure. The
+//! each response is read whole and parsed as JSON. With CLIENT `blocking`
+//! (the default) requests go out with one blocking write and responses
+//! come back with blocking reads: there is no engine, no async runtime, no
+//! HTTP library, no redaction, no checks, and the rest of a step is the
+//! machine's (waking up, the socket, SQLite and the file system), which is
+//! what the server's wire times then measure. CLIENT `reqwest` talks
+//! through attest's own HTTP stack instead (reqwest and hyper on a
+//! current-thread tokio runtime), which adds that stack's share. The
 //! requests are not valid conversations (a tool message without its call
 //! id), so the server's checks of them, which it writes after the run,
 //! are not read.
@@ -23,7 +27,7 @@
 //! the time (µs) from a response's last byte read to the first commit
 //! returning, the file's read (the tool, which the benchmark subtracts
 //! as it subtracts attest's tool time), and from the tool's end to the
-//! request written.
+//! request written (the blocking client only: reqwest does not say when).
 
 use attest_protocol::{EventBody, LogEntry, TraceRecord};
 use attest_store::{NewRun, SqliteStore, Store};
@@ -33,9 +37,13 @@ use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [template, store_path, url, data] = &args[..] else {
-        eprintln!("usage: step_floor TEMPLATE_DB STORE_DB URL DATA_DIR");
-        std::process::exit(2);
+    let (template, store_path, url, data, client) = match &args[..] {
+        [t, s, u, d] => (t, s, u, d, "blocking"),
+        [t, s, u, d, c] => (t, s, u, d, c.as_str()),
+        _ => {
+            eprintln!("usage: step_floor TEMPLATE_DB STORE_DB URL DATA_DIR [blocking|reqwest]");
+            std::process::exit(2);
+        }
     };
     let batches = template_batches(template);
     let mut store = SqliteStore::open(std::path::Path::new(store_path)).expect("open the store");
@@ -53,17 +61,14 @@ fn main() {
         })
         .expect("begin the run");
 
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let stream = TcpStream::connect(&addr).expect("connect to the model server");
-    stream.set_nodelay(true).ok();
-    let mut reader = BufReader::new(stream.try_clone().expect("clone the socket"));
-    let mut writer = stream;
+    let mut wire: Box<dyn Wire> = match client {
+        "blocking" => Box::new(Blocking::connect(url)),
+        "reqwest" => Box::new(Reqwest::new(url)),
+        other => {
+            eprintln!("unknown client `{other}`: `blocking` or `reqwest`");
+            std::process::exit(2);
+        }
+    };
 
     let mut batches = batches.into_iter();
     // What attest commits before its first request.
@@ -76,11 +81,10 @@ fn main() {
         message("system", &"Reference text of a fixed length. ".repeat(170)),
         message("user", "Read every file."),
     ];
-    send(&mut writer, &addr, &messages);
+    let (mut response, _) = wire.exchange(request_body(&messages));
     let (mut to_commit, mut tool, mut to_request) = (Vec::new(), Vec::new(), Vec::new());
     let mut step = 0usize;
     loop {
-        let response = receive(&mut reader);
         let read = Instant::now();
         let parsed: serde_json::Value =
             serde_json::from_slice(&response).expect("the response is JSON");
@@ -100,8 +104,11 @@ fn main() {
         store.append_all(run, &after_tool).expect("commit 2");
         messages.push(serde_json::to_string(&parsed["choices"][0]["message"]).unwrap_or_default());
         messages.push(message("tool", &format!("port = {}", 8000 + step)));
-        send(&mut writer, &addr, &messages);
-        to_request.push(tool_done.elapsed().as_micros() as u64);
+        let (next, written) = wire.exchange(request_body(&messages));
+        if let Some(written) = written {
+            to_request.push((written - tool_done).as_micros() as u64);
+        }
+        response = next;
         step += 1;
     }
     println!(
@@ -163,38 +170,116 @@ fn message(role: &str, content: &str) -> String {
     serde_json::json!({"role": role, "content": content}).to_string()
 }
 
-fn send(out: &mut TcpStream, host: &str, messages: &[String]) {
-    let body = format!(
+fn request_body(messages: &[String]) -> String {
+    format!(
         r#"{{"model":"bench-model","messages":[{}],"max_tokens":4096}}"#,
         messages.join(",")
-    );
-    let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    out.write_all(request.as_bytes())
-        .expect("write the request");
+    )
 }
 
-/// One response's body (`content-length` framing, as the server sends).
-fn receive(input: &mut BufReader<TcpStream>) -> Vec<u8> {
-    let mut length = None;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        let n = input.read_line(&mut line).expect("read a header");
-        assert!(n > 0, "the server closed the connection");
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse::<usize>().ok();
-            }
+/// A request out and its response's body back.
+trait Wire {
+    /// The response's body, and when the request was written if the
+    /// client can tell.
+    fn exchange(&mut self, body: String) -> (Vec<u8>, Option<Instant>);
+}
+
+/// Blocking writes and reads on one socket, HTTP/1.1 by hand.
+struct Blocking {
+    host: String,
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Blocking {
+    fn connect(url: &str) -> Self {
+        let host = url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let stream = TcpStream::connect(&host).expect("connect to the model server");
+        stream.set_nodelay(true).ok();
+        Blocking {
+            host,
+            reader: BufReader::new(stream.try_clone().expect("clone the socket")),
+            writer: stream,
         }
     }
-    let mut body = vec![0; length.expect("a content-length")];
-    input.read_exact(&mut body).expect("read the body");
-    body
+
+    /// One response's body (`content-length` framing, as the server sends).
+    fn receive(&mut self) -> Vec<u8> {
+        let mut length = None;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.reader.read_line(&mut line).expect("read a header");
+            assert!(n > 0, "the server closed the connection");
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse::<usize>().ok();
+                }
+            }
+        }
+        let mut body = vec![0; length.expect("a content-length")];
+        self.reader.read_exact(&mut body).expect("read the body");
+        body
+    }
+}
+
+impl Wire for Blocking {
+    fn exchange(&mut self, body: String) -> (Vec<u8>, Option<Instant>) {
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            self.host,
+            body.len()
+        );
+        self.writer
+            .write_all(request.as_bytes())
+            .expect("write the request");
+        let written = Instant::now();
+        (self.receive(), Some(written))
+    }
+}
+
+/// attest's HTTP stack: reqwest (hyper) on a current-thread tokio runtime.
+struct Reqwest {
+    runtime: tokio::runtime::Runtime,
+    client: reqwest::Client,
+    endpoint: reqwest::Url,
+}
+
+impl Reqwest {
+    fn new(url: &str) -> Self {
+        let base = url.trim_end_matches('/');
+        Reqwest {
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime"),
+            client: reqwest::Client::new(),
+            endpoint: reqwest::Url::parse(&format!("{base}/chat/completions"))
+                .expect("the server's URL"),
+        }
+    }
+}
+
+impl Wire for Reqwest {
+    fn exchange(&mut self, body: String) -> (Vec<u8>, Option<Instant>) {
+        let request = self
+            .client
+            .post(self.endpoint.clone())
+            .header("content-type", "application/json")
+            .body(body);
+        let body = self.runtime.block_on(async {
+            let response = request.send().await.expect("send the request");
+            response.bytes().await.expect("read the response")
+        });
+        (body.to_vec(), None)
+    }
 }
