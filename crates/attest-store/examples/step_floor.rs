@@ -16,9 +16,10 @@
 //! come back with blocking reads: there is no engine, no async runtime, no
 //! HTTP library, no redaction, no checks, and the rest of a step is the
 //! machine's (waking up, the socket, SQLite and the file system), which is
-//! what the server's wire times then measure. CLIENT `reqwest` talks
-//! through attest's own HTTP stack instead (reqwest and hyper on a
-//! current-thread tokio runtime), which adds that stack's share. The
+//! what the server's wire times then measure. CLIENT `tokio` does the same
+//! on a current-thread tokio runtime (the event loop's share); CLIENT
+//! `reqwest` talks through attest's own HTTP stack (reqwest and hyper on
+//! such a runtime), which adds that stack's share. The
 //! requests are not valid conversations (a tool message without its call
 //! id), so the server's checks of them, which it writes after the run,
 //! are not read.
@@ -27,7 +28,7 @@
 //! the time (µs) from a response's last byte read to the first commit
 //! returning, the file's read (the tool, which the benchmark subtracts
 //! as it subtracts attest's tool time), and from the tool's end to the
-//! request written (the blocking client only: reqwest does not say when).
+//! request written (not for reqwest, which does not say when).
 
 use attest_protocol::{EventBody, LogEntry, TraceRecord};
 use attest_store::{NewRun, SqliteStore, Store};
@@ -41,7 +42,9 @@ fn main() {
         [t, s, u, d] => (t, s, u, d, "blocking"),
         [t, s, u, d, c] => (t, s, u, d, c.as_str()),
         _ => {
-            eprintln!("usage: step_floor TEMPLATE_DB STORE_DB URL DATA_DIR [blocking|reqwest]");
+            eprintln!(
+                "usage: step_floor TEMPLATE_DB STORE_DB URL DATA_DIR [blocking|tokio|reqwest]"
+            );
             std::process::exit(2);
         }
     };
@@ -63,9 +66,10 @@ fn main() {
 
     let mut wire: Box<dyn Wire> = match client {
         "blocking" => Box::new(Blocking::connect(url)),
+        "tokio" => Box::new(Tokio::connect(url)),
         "reqwest" => Box::new(Reqwest::new(url)),
         other => {
-            eprintln!("unknown client `{other}`: `blocking` or `reqwest`");
+            eprintln!("unknown client `{other}`: `blocking`, `tokio` or `reqwest`");
             std::process::exit(2);
         }
     };
@@ -184,7 +188,46 @@ trait Wire {
     fn exchange(&mut self, body: String) -> (Vec<u8>, Option<Instant>);
 }
 
-/// Blocking writes and reads on one socket, HTTP/1.1 by hand.
+/// `host:port` of an `http://` URL.
+fn host_of(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// An HTTP/1.1 request by hand.
+fn http_request(host: &str, body: &str) -> String {
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Reading a response's head one line at a time: `Some(length)` once
+/// the blank line ends it (the server frames bodies by `content-length`).
+#[derive(Default)]
+struct Head {
+    length: Option<usize>,
+}
+
+impl Head {
+    fn line(&mut self, line: &str) -> Option<usize> {
+        let header = line.trim_end();
+        if header.is_empty() {
+            return Some(self.length.expect("a content-length"));
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                self.length = value.trim().parse().ok();
+            }
+        }
+        None
+    }
+}
+
+/// Blocking writes and reads on one socket.
 struct Blocking {
     host: String,
     reader: BufReader<TcpStream>,
@@ -193,12 +236,7 @@ struct Blocking {
 
 impl Blocking {
     fn connect(url: &str) -> Self {
-        let host = url
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        let host = host_of(url);
         let stream = TcpStream::connect(&host).expect("connect to the model server");
         stream.set_nodelay(true).ok();
         Blocking {
@@ -207,43 +245,85 @@ impl Blocking {
             writer: stream,
         }
     }
-
-    /// One response's body (`content-length` framing, as the server sends).
-    fn receive(&mut self) -> Vec<u8> {
-        let mut length = None;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let n = self.reader.read_line(&mut line).expect("read a header");
-            assert!(n > 0, "the server closed the connection");
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse::<usize>().ok();
-                }
-            }
-        }
-        let mut body = vec![0; length.expect("a content-length")];
-        self.reader.read_exact(&mut body).expect("read the body");
-        body
-    }
 }
 
 impl Wire for Blocking {
     fn exchange(&mut self, body: String) -> (Vec<u8>, Option<Instant>) {
-        let request = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            self.host,
-            body.len()
-        );
+        let request = http_request(&self.host, &body);
         self.writer
             .write_all(request.as_bytes())
             .expect("write the request");
         let written = Instant::now();
-        (self.receive(), Some(written))
+        let (mut head, mut line) = (Head::default(), String::new());
+        let length = loop {
+            line.clear();
+            let n = self.reader.read_line(&mut line).expect("read a header");
+            assert!(n > 0, "the server closed the connection");
+            if let Some(length) = head.line(&line) {
+                break length;
+            }
+        };
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).expect("read the body");
+        (body, Some(written))
+    }
+}
+
+/// The same requests and reads on a current-thread tokio runtime: what
+/// the event loop adds, without hyper and reqwest.
+struct Tokio {
+    runtime: tokio::runtime::Runtime,
+    host: String,
+    stream: tokio::io::BufReader<tokio::net::TcpStream>,
+}
+
+impl Tokio {
+    fn connect(url: &str) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let host = host_of(url);
+        let stream = runtime.block_on(async {
+            let stream = tokio::net::TcpStream::connect(&host)
+                .await
+                .expect("connect to the model server");
+            stream.set_nodelay(true).ok();
+            stream
+        });
+        Tokio {
+            runtime,
+            host,
+            stream: tokio::io::BufReader::new(stream),
+        }
+    }
+}
+
+impl Wire for Tokio {
+    fn exchange(&mut self, body: String) -> (Vec<u8>, Option<Instant>) {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        let request = http_request(&self.host, &body);
+        let stream = &mut self.stream;
+        self.runtime.block_on(async {
+            stream
+                .get_mut()
+                .write_all(request.as_bytes())
+                .await
+                .expect("write the request");
+            let written = Instant::now();
+            let (mut head, mut line) = (Head::default(), String::new());
+            let length = loop {
+                line.clear();
+                let n = stream.read_line(&mut line).await.expect("read a header");
+                assert!(n > 0, "the server closed the connection");
+                if let Some(length) = head.line(&line) {
+                    break length;
+                }
+            };
+            let mut body = vec![0; length];
+            stream.read_exact(&mut body).await.expect("read the body");
+            (body, Some(written))
+        })
     }
 }
 
