@@ -13,8 +13,9 @@
 # about as long as attest's. With the `blocking` client it talks to the
 # server with blocking writes and reads: what no harness with a durable
 # write-ahead log can skip. The `tokio` client does the same on a
-# current-thread tokio runtime; the `reqwest` client talks through
-# attest's HTTP stack (reqwest and hyper on such a runtime). The rest of attest's time per step is its own work (the
+# current-thread tokio runtime; the `hyper` client uses hyper's HTTP/1
+# connection alone on such a runtime; the `reqwest` client talks through
+# attest's HTTP stack (reqwest's client over hyper). The rest of attest's time per step is its own work (the
 # engine, redaction, checks, the state).
 #
 # Prints, per run and client: the per-step time (the gap between a
@@ -23,10 +24,10 @@
 # subtracts the tool's run time), its median and p90, the last 20 steps'
 # median over the first 20's, and the medians of its two parts (response
 # read → first commit returned / file read → request written, timed in
-# the client; the second not for reqwest).
+# the client; the second not for hyper and reqwest).
 #
 # Usage: scripts/bench-floor.sh [STEPS [RUNS [CLIENTS]]]
-#   (default: 100 3 "blocking tokio reqwest"; the clients take turns in each run)
+#   (default: 100 3 "blocking tokio hyper reqwest"; the clients take turns in each run)
 # ATTEST_BENCH_MODEL_LATENCY_MS=T holds each response T ms, as in
 # bench-overhead.sh; ATTEST_BENCH_NO_BUILD=1 and ATTEST_BENCH_PROFILE as
 # there (the folder must hold `examples/step_floor` too).
@@ -34,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-100}
 runs=${2:-3}
-clients=${3:-blocking tokio reqwest}
+clients=${3:-blocking tokio hyper reqwest}
 profile=${ATTEST_BENCH_PROFILE:-release}
 if [[ -z "${ATTEST_BENCH_NO_BUILD:-}" ]]; then
   cargo build --profile "$profile" -p attest-cli --no-default-features --bin attest --example scripted_server >&2

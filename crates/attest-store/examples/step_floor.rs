@@ -18,8 +18,9 @@
 //! machine's (waking up, the socket, SQLite and the file system), which is
 //! what the server's wire times then measure. CLIENT `tokio` does the same
 //! on a current-thread tokio runtime (the event loop's share); CLIENT
-//! `reqwest` talks through attest's own HTTP stack (reqwest and hyper on
-//! such a runtime), which adds that stack's share. The
+//! `hyper` uses hyper's HTTP/1 connection alone on such a runtime, and
+//! CLIENT `reqwest` attest's own HTTP stack (reqwest's client over hyper),
+//! each adding its share. The
 //! requests are not valid conversations (a tool message without its call
 //! id), so the server's checks of them, which it writes after the run,
 //! are not read.
@@ -28,7 +29,7 @@
 //! the time (µs) from a response's last byte read to the first commit
 //! returning, the file's read (the tool, which the benchmark subtracts
 //! as it subtracts attest's tool time), and from the tool's end to the
-//! request written (not for reqwest, which does not say when).
+//! request written (not for hyper and reqwest, which do not say when).
 
 use attest_protocol::{EventBody, LogEntry, TraceRecord};
 use attest_store::{NewRun, SqliteStore, Store};
@@ -43,7 +44,7 @@ fn main() {
         [t, s, u, d, c] => (t, s, u, d, c.as_str()),
         _ => {
             eprintln!(
-                "usage: step_floor TEMPLATE_DB STORE_DB URL DATA_DIR [blocking|tokio|reqwest]"
+                "usage: step_floor TEMPLATE_DB STORE_DB URL DATA_DIR [blocking|tokio|hyper|reqwest]"
             );
             std::process::exit(2);
         }
@@ -68,8 +69,9 @@ fn main() {
         "blocking" => Box::new(Blocking::connect(url)),
         "tokio" => Box::new(Tokio::connect(url)),
         "reqwest" => Box::new(Reqwest::new(url)),
+        "hyper" => Box::new(Hyper::connect(url)),
         other => {
-            eprintln!("unknown client `{other}`: `blocking`, `tokio` or `reqwest`");
+            eprintln!("unknown client `{other}`: `blocking`, `tokio`, `hyper` or `reqwest`");
             std::process::exit(2);
         }
     };
@@ -359,6 +361,67 @@ impl Wire for Reqwest {
         let body = self.runtime.block_on(async {
             let response = request.send().await.expect("send the request");
             response.bytes().await.expect("read the response")
+        });
+        (body.to_vec(), None)
+    }
+}
+
+/// hyper's HTTP/1 connection alone, on a current-thread tokio runtime:
+/// hyper's share without reqwest's client (its pool and layers).
+struct Hyper {
+    runtime: tokio::runtime::Runtime,
+    host: String,
+    sender: hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>,
+}
+
+impl Hyper {
+    fn connect(url: &str) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let host = host_of(url);
+        let sender = runtime.block_on(async {
+            let stream = tokio::net::TcpStream::connect(&host)
+                .await
+                .expect("connect to the model server");
+            stream.set_nodelay(true).ok();
+            let (sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                    .await
+                    .expect("an HTTP/1 connection");
+            tokio::spawn(conn);
+            sender
+        });
+        Hyper {
+            runtime,
+            host,
+            sender,
+        }
+    }
+}
+
+impl Wire for Hyper {
+    fn exchange(&mut self, body: String) -> (Vec<u8>, Option<Instant>) {
+        use http_body_util::BodyExt;
+        let request = hyper::Request::post("/v1/chat/completions")
+            .header("host", &self.host)
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .expect("a request");
+        let sender = &mut self.sender;
+        let body = self.runtime.block_on(async {
+            sender.ready().await.expect("the connection is open");
+            let response = sender
+                .send_request(request)
+                .await
+                .expect("send the request");
+            response
+                .into_body()
+                .collect()
+                .await
+                .expect("read the response")
+                .to_bytes()
         });
         (body.to_vec(), None)
     }
