@@ -271,6 +271,23 @@ impl Wire for Blocking {
     }
 }
 
+/// A current-thread tokio runtime, as attest runs on.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// A socket to the model server on tokio, without Nagle's delay.
+async fn connect(host: &str) -> tokio::net::TcpStream {
+    let stream = tokio::net::TcpStream::connect(host)
+        .await
+        .expect("connect to the model server");
+    stream.set_nodelay(true).ok();
+    stream
+}
+
 /// The same requests and reads on a current-thread tokio runtime: what
 /// the event loop adds, without hyper and reqwest.
 struct Tokio {
@@ -281,18 +298,9 @@ struct Tokio {
 
 impl Tokio {
     fn connect(url: &str) -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let runtime = current_thread();
         let host = host_of(url);
-        let stream = runtime.block_on(async {
-            let stream = tokio::net::TcpStream::connect(&host)
-                .await
-                .expect("connect to the model server");
-            stream.set_nodelay(true).ok();
-            stream
-        });
+        let stream = runtime.block_on(connect(&host));
         Tokio {
             runtime,
             host,
@@ -340,10 +348,7 @@ impl Reqwest {
     fn new(url: &str) -> Self {
         let base = url.trim_end_matches('/');
         Reqwest {
-            runtime: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime"),
+            runtime: current_thread(),
             client: reqwest::Client::new(),
             endpoint: reqwest::Url::parse(&format!("{base}/chat/completions"))
                 .expect("the server's URL"),
@@ -376,16 +381,10 @@ struct Hyper {
 
 impl Hyper {
     fn connect(url: &str) -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let runtime = current_thread();
         let host = host_of(url);
         let sender = runtime.block_on(async {
-            let stream = tokio::net::TcpStream::connect(&host)
-                .await
-                .expect("connect to the model server");
-            stream.set_nodelay(true).ok();
+            let stream = connect(&host).await;
             let (sender, conn) =
                 hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                     .await
