@@ -132,31 +132,26 @@ fn main() {
 /// `tool_started` event (before the tool runs) and after each `request`
 /// trace (before the model is asked).
 fn template_batches(path: &str) -> Vec<Vec<LogEntry>> {
-    let db =
-        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("open the template store");
-    let mut rows = db
-        .prepare("SELECT body FROM entries ORDER BY id")
-        .expect("query the template");
-    let bodies: Vec<String> = rows
-        .query_map([], |r| r.get(0))
-        .expect("read the template")
-        .collect::<Result<_, _>>()
-        .expect("read the template");
+    let template = SqliteStore::open(std::path::Path::new(path)).expect("open the template store");
+    let runs = template.runs(None).expect("the template's runs");
+    let [run] = &runs[..] else {
+        panic!("the template store holds {} runs, not one", runs.len());
+    };
+    let raw_outputs: std::collections::HashMap<String, String> = template
+        .artifacts(&run.id)
+        .expect("the template's artifacts")
+        .into_iter()
+        .map(|a| (format!("artifact:{}", a.id), a.body))
+        .collect();
     let mut batches = vec![Vec::new()];
-    for body in bodies {
-        let mut entry: LogEntry = serde_json::from_str(&body).expect("a template entry");
+    for mut entry in template.entries(&run.id).expect("the template's entries") {
         // Stored raw outputs point at their artifact: replay the text.
         if let LogEntry::Trace {
             trace: TraceRecord::RawOutput { raw, .. },
         } = &mut entry
         {
-            if let Some(id) = raw.strip_prefix("artifact:") {
-                *raw = db
-                    .query_row("SELECT body FROM artifacts WHERE id = ?1", [id], |r| {
-                        r.get(0)
-                    })
-                    .expect("the raw output's artifact");
+            if let Some(text) = raw_outputs.get(raw.as_str()) {
+                *raw = text.clone();
             }
         }
         let ends_batch = match &entry {
