@@ -87,8 +87,45 @@ impl std::fmt::Debug for SqliteStore {
 /// busy timeout. A deferred one that reads first and writes later fails
 /// at once with `database is locked` when another connection wrote in
 /// between (the server's queue and log are two connections).
-pub(crate) fn write_tx(conn: &Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
-    rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+pub(crate) fn write_tx(conn: &Connection) -> rusqlite::Result<WriteTx<'_>> {
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    Ok(WriteTx { conn })
+}
+
+/// An open write transaction ([`write_tx`]): rolled back when dropped
+/// uncommitted. Unlike `rusqlite::Transaction`, it begins and commits
+/// with cached statements: a run commits two or three times a step, and
+/// parsing `BEGIN` and `COMMIT` anew each time ran SQLite's whole parser
+/// on every step (`scripts/bench-footprint.sh` counts the code a step runs).
+pub(crate) struct WriteTx<'c> {
+    conn: &'c Connection,
+}
+
+impl WriteTx<'_> {
+    pub(crate) fn commit(self) -> rusqlite::Result<()> {
+        // On failure the transaction stays open, and dropping `self` rolls
+        // it back.
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    fn drop(&mut self) {
+        // SQLite may have ended the transaction itself (some errors roll
+        // back at once); then there is nothing left to roll back.
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
 }
 
 pub(crate) fn now() -> String {
@@ -238,7 +275,7 @@ impl SqliteStore {
     /// returns the new head. The caller moves the run's head once per
     /// transaction ([`SqliteStore::move_head`]).
     fn insert_entry(
-        tx: &rusqlite::Transaction<'_>,
+        tx: &Connection,
         run_id: &str,
         head: &Head,
         stored: &LogEntry,
@@ -297,7 +334,7 @@ impl SqliteStore {
     /// between its entries. Returns whether it moved; the caller rolls
     /// back when it did not.
     fn move_head(
-        tx: &rusqlite::Transaction<'_>,
+        tx: &Connection,
         run_id: &str,
         from: &Head,
         to: &Head,
@@ -357,7 +394,7 @@ impl SqliteStore {
 /// Store a raw output in the artifact table, within the entries'
 /// transaction; returns the reference the log keeps.
 fn store_artifact(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     run_id: &str,
     step: u32,
     kind: &str,
@@ -872,6 +909,32 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
     use attest_protocol::{Event, EventBody};
+
+    #[test]
+    fn a_write_transaction_commits_or_rolls_back_when_dropped() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let count = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                .unwrap()
+        };
+        for round in 0..2 {
+            let tx = write_tx(&conn).unwrap();
+            tx.execute("INSERT INTO t VALUES (1)", []).unwrap();
+            assert!(!tx.is_autocommit(), "round {round}: not in a transaction");
+            drop(tx);
+            assert!(conn.is_autocommit());
+            assert_eq!(count(&conn), 0, "round {round}: kept what was dropped");
+        }
+        // The cached statements begin and commit again and again.
+        for n in 1..=3 {
+            let tx = write_tx(&conn).unwrap();
+            tx.execute("INSERT INTO t VALUES (1)", []).unwrap();
+            tx.commit().unwrap();
+            assert!(conn.is_autocommit());
+            assert_eq!(count(&conn), n);
+        }
+    }
 
     /// The entry's columns, checking that reading them off the front of the
     /// body gives what parsing it whole does.
