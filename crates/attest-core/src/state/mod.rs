@@ -282,11 +282,11 @@ fn evidence_summary(receipt: &Receipt, call: &str) -> String {
             "{} does not exist",
             e.path.as_deref().unwrap_or("the target")
         ));
-    } else if let Some(p) = e
-        .path
-        .as_ref()
-        .filter(|p| !call.contains(&serde_json::Value::from(p.as_str()).to_string()))
-    {
+    } else if let Some(p) = e.path.as_ref().filter(|p| {
+        !call.contains(&crate::text::json_text(&serde_json::Value::from(
+            p.as_str(),
+        )))
+    }) {
         parts.push(format!("path {p}"));
     }
     if let Some(s) = e.size_bytes {

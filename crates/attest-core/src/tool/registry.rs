@@ -361,7 +361,7 @@ pub(crate) fn write_canonical(value: &serde_json::Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
+                out.push_str(&crate::text::json_text(&Value::String(key.clone())));
                 out.push(':');
                 if let Some(v) = map.get(key) {
                     write_canonical(v, out);
@@ -379,7 +379,7 @@ pub(crate) fn write_canonical(value: &serde_json::Value, out: &mut String) {
             }
             out.push(']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => out.push_str(&crate::text::json_text(scalar)),
     }
 }
 
