@@ -19,7 +19,17 @@ pub fn serialize<S: Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S::
     if !(0..=9999).contains(&at.year()) {
         return at.serialize(serializer);
     }
-    serializer.serialize_str(&at.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+    serializer.serialize_str(&rfc3339(at, SecondsFormat::AutoSi))
+}
+
+/// `at` in RFC 3339 with `Z`, in `format`: chrono's `to_rfc3339_opts`.
+/// Kept out of line so the binary holds one copy of chrono's writer, not
+/// one per crate and per serializer that writes a time: a step writes its
+/// timestamps from several crates, and each copy is more code the step
+/// runs (`scripts/bench-footprint.sh`).
+#[inline(never)]
+pub fn rfc3339(at: &DateTime<Utc>, format: SecondsFormat) -> String {
+    at.to_rfc3339_opts(format, true)
 }
 
 #[cfg(test)]

@@ -135,7 +135,7 @@ pub(crate) fn now() -> String {
 /// The store's form of a time (RFC 3339, microseconds, `Z`): such strings
 /// sort as the times do.
 pub(crate) fn stamp(at: chrono::DateTime<chrono::Utc>) -> String {
-    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    attest_protocol::timestamp::rfc3339(&at, chrono::SecondsFormat::Micros)
 }
 
 impl SqliteStore {
