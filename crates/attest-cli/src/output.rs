@@ -29,7 +29,7 @@ impl Output {
     pub fn on_event(&mut self, event: &Event) {
         if self.json {
             let mut out = std::io::stdout().lock();
-            if let Ok(line) = serde_json::to_string(event) {
+            if let Ok(line) = event.to_json() {
                 // A closed stdout must not abort the run; the store has everything.
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();

@@ -124,7 +124,7 @@ impl JsonlRunLog {
 
 impl RunLog for JsonlRunLog {
     fn append(&mut self, entry: &LogEntry) -> Result<(), LogError> {
-        let line = serde_json::to_string(entry)?;
+        let line = entry.to_json()?;
         let io = |source| LogError::Io {
             path: self.path.clone(),
             source,

@@ -5,14 +5,6 @@ use sha2::{Digest, Sha256};
 use std::io::Read;
 
 /// Hex sha256 of some bytes.
-/// A JSON value's compact text, the same as its `Display`. Written
-/// through the serializer the log's entries use, so the step runs one copy
-/// of serde_json's writing code instead of a second one for `fmt::Write`.
-pub fn json_text(value: &serde_json::Value) -> String {
-    // Serializing a `Value` cannot fail: its map keys are strings.
-    serde_json::to_string(value).unwrap_or_default()
-}
-
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -95,20 +87,6 @@ pub fn captured_text(bytes: &[u8], total: u64, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_text_is_the_values_display() {
-        let values = [
-            serde_json::json!(null),
-            serde_json::json!(-1.5e300),
-            serde_json::json!("quote \" backslash \\ control \u{1} line\n é 😀"),
-            serde_json::json!({"b": [1, true, {"z": null, "a": "x"}], "a": {}}),
-            serde_json::json!([]),
-        ];
-        for value in values {
-            assert_eq!(json_text(&value), value.to_string());
-        }
-    }
 
     #[test]
     fn truncation_respects_char_boundaries() {

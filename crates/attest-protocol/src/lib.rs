@@ -15,6 +15,7 @@ mod eval;
 mod event;
 mod failure;
 mod grounding;
+pub mod json;
 mod log_entry;
 mod memory;
 mod receipt;

@@ -304,7 +304,7 @@ impl SqliteStore {
                     },
             } => {
                 tx.prepare_cached("INSERT OR IGNORE INTO receipts (run_id, call_id, tool_name, status, body) VALUES (?1, ?2, ?3, ?4, ?5)")?
-                    .execute(params![run_id, r.call_id, r.tool_name, r.status.as_str(), serde_json::to_string(r)?])?;
+                    .execute(params![run_id, r.call_id, r.tool_name, r.status.as_str(), r.to_json()?])?;
             }
             LogEntry::Event { event } => {
                 if let EventBody::Done {
@@ -713,7 +713,7 @@ impl Store for SqliteStore {
                 let stored = stored_form(entry, |step, kind, raw| {
                     store_artifact(&tx, run_id, step, kind, raw)
                 })?;
-                let mut body = serde_json::to_string(&stored)?;
+                let mut body = stored.to_json()?;
                 if body.len() >= LARGE_ENTRY {
                     // Up to half of a doubled buffer is slack, held while
                     // SQLite makes its own copies.

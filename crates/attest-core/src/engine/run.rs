@@ -1122,7 +1122,7 @@ impl<'a> Run<'a> {
 
     /// Scrub secrets from a JSON value (arguments shown in events).
     pub(super) fn redact_json(&self, value: &serde_json::Value) -> serde_json::Value {
-        let text = crate::text::json_text(value);
+        let text = attest_protocol::json::value_text(value);
         let redacted = self.redact(&text);
         if redacted == text {
             return value.clone();

@@ -17,7 +17,7 @@ pub(crate) fn summary(arguments: &str) -> String {
             .into_iter()
             .next()
             .filter(|(_, value)| value.is_string())
-            .map(|(_, value)| crate::text::json_text(&value)),
+            .map(|(_, value)| attest_protocol::json::value_text(&value)),
         _ => None,
     };
     let text = lone.as_deref().unwrap_or(arguments);

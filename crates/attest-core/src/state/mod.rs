@@ -283,9 +283,9 @@ fn evidence_summary(receipt: &Receipt, call: &str) -> String {
             e.path.as_deref().unwrap_or("the target")
         ));
     } else if let Some(p) = e.path.as_ref().filter(|p| {
-        !call.contains(&crate::text::json_text(&serde_json::Value::from(
-            p.as_str(),
-        )))
+        !call.contains(&attest_protocol::json::value_text(
+            &serde_json::Value::from(p.as_str()),
+        ))
     }) {
         parts.push(format!("path {p}"));
     }

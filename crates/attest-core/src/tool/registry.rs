@@ -361,7 +361,9 @@ pub(crate) fn write_canonical(value: &serde_json::Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&crate::text::json_text(&Value::String(key.clone())));
+                out.push_str(&attest_protocol::json::value_text(&Value::String(
+                    key.clone(),
+                )));
                 out.push(':');
                 if let Some(v) = map.get(key) {
                     write_canonical(v, out);
@@ -379,7 +381,7 @@ pub(crate) fn write_canonical(value: &serde_json::Value, out: &mut String) {
             }
             out.push(']');
         }
-        scalar => out.push_str(&crate::text::json_text(scalar)),
+        scalar => out.push_str(&attest_protocol::json::value_text(scalar)),
     }
 }
 

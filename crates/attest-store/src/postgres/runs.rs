@@ -171,7 +171,7 @@ fn append_in(
                 .get(0);
             Ok(format!("artifact:{id}"))
         })?;
-        let body = serde_json::to_string(&stored)?;
+        let body = stored.to_json()?;
         let (kind, name) = entry_type(&stored, &body)?;
         let hash = head
             .prev()
@@ -191,7 +191,7 @@ fn append_in(
                         &r.call_id,
                         &r.tool_name,
                         &r.status.as_str(),
-                        &serde_json::to_string(r)?,
+                        &r.to_json()?,
                     ],
                 )?;
             }
@@ -324,7 +324,7 @@ impl PgStore {
         let Some((head, session)) = self.heads.get(run_id).cloned() else {
             return Ok(false);
         };
-        let body = serde_json::to_string(entry)?;
+        let body = entry.to_json()?;
         let (kind, name) = entry_type(entry, &body)?;
         let hash = head
             .prev()
