@@ -34,6 +34,13 @@ impl Receipt {
     }
 }
 
+/// `text` parsed as a JSON value: `serde_json::from_str`, in one copy for
+/// the providers' responses and the engine's arguments alike.
+#[inline(never)]
+pub fn parse_value(text: &str) -> serde_json::Result<serde_json::Value> {
+    serde_json::from_str(text)
+}
+
 /// A JSON value's compact text: the same as its `Display`, without
 /// `Display`'s second copy of serde_json's writer (for `fmt::Write`).
 #[inline(never)]

@@ -203,7 +203,7 @@ struct Arguments<'a>(&'a str);
 
 impl Serialize for Arguments<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match serde_json::from_str::<Value>(self.0) {
+        match attest_protocol::json::parse_value(self.0) {
             Ok(object @ Value::Object(_)) => object.serialize(serializer),
             _ => serde_json::Map::new().serialize(serializer),
         }
@@ -452,7 +452,7 @@ pub fn finish_kind(reason: Option<&str>) -> FinishKind {
 
 /// Parse a non-streaming response body.
 pub fn parse_response(body: &str) -> Result<ModelResponse, ProviderError> {
-    let v: Value = serde_json::from_str(body)
+    let v: Value = attest_protocol::json::parse_value(body)
         .map_err(|e| ProviderError::Decode(format!("invalid JSON: {e}")))?;
     if str_field(&v, "type") == Some("error") {
         return Err(ProviderError::Decode(wire::error_message(
@@ -607,7 +607,7 @@ impl StreamAccumulator {
             return Ok(());
         }
         self.raw.push(data.to_string());
-        let v: Value = serde_json::from_str(data)
+        let v: Value = attest_protocol::json::parse_value(data)
             .map_err(|e| ProviderError::Decode(format!("invalid JSON in stream event: {e}")))?;
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match str_field(&v, "type") {

@@ -327,7 +327,7 @@ pub fn finish_kind(reason: Option<&str>) -> FinishKind {
 
 /// Parse a non-streaming response body.
 pub fn parse_response(body: &str) -> Result<ModelResponse, ProviderError> {
-    let v: Value = serde_json::from_str(body)
+    let v: Value = attest_protocol::json::parse_value(body)
         .map_err(|e| ProviderError::Decode(format!("invalid JSON: {e}")))?;
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(ProviderError::Decode(wire::error_message(err)));
@@ -503,7 +503,7 @@ impl StreamAccumulator {
             self.done = true;
             return Ok(());
         }
-        let v: Value = serde_json::from_str(data)
+        let v: Value = attest_protocol::json::parse_value(data)
             .map_err(|e| ProviderError::Decode(format!("invalid JSON in stream chunk: {e}")))?;
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
             return Err(ProviderError::IncompleteStream(format!(

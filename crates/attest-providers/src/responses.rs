@@ -133,7 +133,7 @@ fn input_items(items: &[Arc<TranscriptItem>], opts: ResponsesOptions) -> Vec<Val
 
 /// Parse a non-streaming response body.
 pub fn parse_response(body: &str) -> Result<ModelResponse, ProviderError> {
-    let v: Value = serde_json::from_str(body)
+    let v: Value = attest_protocol::json::parse_value(body)
         .map_err(|e| ProviderError::Decode(format!("invalid JSON: {e}")))?;
     let error = v.get("error").filter(|e| !e.is_null());
     let output = v.get("output").and_then(Value::as_array);
@@ -411,7 +411,7 @@ impl StreamAccumulator {
             return Ok(());
         }
         self.raw.push(data.to_string());
-        let v: Value = serde_json::from_str(data)
+        let v: Value = attest_protocol::json::parse_value(data)
             .map_err(|e| ProviderError::Decode(format!("invalid JSON in stream event: {e}")))?;
         let index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
         let delta = || str_field(&v, "delta").unwrap_or("");

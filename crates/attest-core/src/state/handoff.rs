@@ -12,7 +12,7 @@ use attest_protocol::{CompletionContract, EvidenceType, StateItemType, Transcrip
 /// JSON-quoted so a line can always tell the model's text from the
 /// harness's; anything else shows its JSON. At most 120 characters.
 pub(crate) fn summary(arguments: &str) -> String {
-    let lone = match serde_json::from_str::<serde_json::Value>(arguments) {
+    let lone = match attest_protocol::json::parse_value(arguments) {
         Ok(serde_json::Value::Object(map)) if map.len() == 1 => map
             .into_iter()
             .next()

@@ -389,7 +389,7 @@ fn parse_arguments(raw: &str) -> Result<serde_json::Value, serde_json::Error> {
     if raw.trim().is_empty() {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
-    serde_json::from_str(raw)
+    attest_protocol::json::parse_value(raw)
 }
 
 fn json_type(value: &serde_json::Value) -> &'static str {
