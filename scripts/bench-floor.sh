@@ -36,15 +36,7 @@ cd "$(dirname "$0")/.."
 steps=${1:-100}
 runs=${2:-3}
 clients=${3:-blocking tokio hyper reqwest}
-profile=${ATTEST_BENCH_PROFILE:-release}
-if [[ -z "${ATTEST_BENCH_NO_BUILD:-}" ]]; then
-  cargo build --profile "$profile" -p attest-cli --no-default-features --bin attest --example scripted_server >&2
-  cargo build --profile "$profile" -p attest-store --example step_floor >&2
-fi
-bin=target/$profile/attest
-server=target/$profile/examples/scripted_server
-floor=target/$profile/examples/step_floor
-[[ -x $bin && -x $server && -x $floor ]] || { echo "missing $bin, $server or $floor" >&2; exit 1; }
+source scripts/bench-binaries.sh
 
 python3 - "$bin" "$server" "$floor" "$steps" "$runs" $clients <<'PY'
 import json, os, statistics, subprocess, sys, tempfile
