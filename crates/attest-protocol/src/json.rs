@@ -1,12 +1,13 @@
-//! The JSON text of the types a step writes, made by this crate's own
-//! functions.
+//! The JSON text of the types a step writes, and the JSON values it
+//! parses, made by this crate's own functions.
 //!
 //! Why here: serde's code is generic, and a release build without
 //! link-time optimization compiles a copy of it into each crate that
-//! serializes a type. A step writes its log entries from the store, its
-//! events from the command line's `--json` output, and JSON values from
-//! the engine; with the writing done here, the binary holds one copy, and
-//! a step runs less code (`scripts/bench-footprint.sh`).
+//! serializes or parses a type. A step writes its log entries from the
+//! store, its events from the command line's `--json` output and JSON
+//! values from the engine, and parses values in the providers and the
+//! engine; done here, the binary holds one copy of each, and a step runs
+//! less code (`scripts/bench-footprint.sh`).
 
 use crate::{Event, LogEntry, Receipt};
 
