@@ -57,8 +57,7 @@ def part(path):
         if skip:  # the inclusive cost of the call named on the line before
             skip = False
         elif text.startswith("0x"):
-            addr, cost = text.split()[:2]
-            lines.setdefault((obj, int(addr, 16) // 64), fn)
+            lines.setdefault((obj, int(text.split()[0], 16) // 64), fn)
         elif text.startswith("ob="):
             obj = text[3:].strip()
         elif text.startswith("fn="):
