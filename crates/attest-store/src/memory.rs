@@ -2,14 +2,11 @@
 //! memory methods. Plain storage: which items may be active is decided by
 //! `attest_core::memory`, never here.
 
+use crate::sqlite::{now, stamp};
 use crate::StoreError;
 use attest_protocol::{MemoryItem, MemoryStatus};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::Utc;
 use rusqlite::{params, Connection, OptionalExtension};
-
-fn ts(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
 
 fn decode(body: &str) -> Result<MemoryItem, StoreError> {
     Ok(serde_json::from_str(body)?)
@@ -28,8 +25,8 @@ pub(crate) fn put(conn: &Connection, item: &MemoryItem) -> Result<(), StoreError
             item.provenance.as_str(),
             item.kind.as_str(),
             serde_json::to_string(item)?,
-            ts(&item.created_at),
-            ts(&item.updated_at),
+            stamp(item.created_at),
+            stamp(item.updated_at),
         ],
     )?;
     Ok(())
@@ -108,7 +105,7 @@ pub(crate) fn set_projection(conn: &Connection, text: &str) -> Result<(), StoreE
     conn.execute(
         "INSERT INTO memory_projection (id, text, written_at) VALUES (1, ?1, ?2)
          ON CONFLICT(id) DO UPDATE SET text = excluded.text, written_at = excluded.written_at",
-        params![text, ts(&Utc::now())],
+        params![text, now()],
     )?;
     Ok(())
 }

@@ -207,7 +207,7 @@ pub const DELIVERY_KEYS_KEPT: chrono::Duration = chrono::Duration::hours(1);
 fn expiry(lease: Duration) -> String {
     let until = chrono::Utc::now()
         + chrono::Duration::from_std(lease).unwrap_or_else(|_| chrono::Duration::seconds(30));
-    until.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    stamp(until)
 }
 
 fn queue_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueueRecord> {

@@ -4,10 +4,10 @@ use super::conn::Prepared;
 use super::{PgStore, EVENTS_CHANNEL};
 use crate::chain::{self, ChainVerdict, RunHeader, StoredEntry};
 use crate::records::{Artifact, NewRun, RunRecord, SessionRecord};
-use crate::sqlite::{entry_type, item, lease_holds, now, of_kind, stored_form, trace, Head};
+use crate::sqlite::{entry_type, item, lease_holds, now, of_kind, stamp, stored_form, trace, Head};
 use crate::{Store, StoreError};
 use attest_protocol::{EventBody, LogEntry, MemoryItem, MemoryStatus, TraceRecord, TranscriptItem};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use postgres::{GenericClient, Row, Transaction};
 
 fn run_from_row(row: &Row) -> RunRecord {
@@ -269,10 +269,6 @@ fn json_rows<T: serde::de::DeserializeOwned>(rows: Vec<Row>) -> Result<Vec<T>, S
         .collect()
 }
 
-fn ts(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
 fn put_memory_in(c: &mut impl GenericClient, item: &MemoryItem) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO memory (id, status, provenance, kind, body, created_at, updated_at)
@@ -286,8 +282,8 @@ fn put_memory_in(c: &mut impl GenericClient, item: &MemoryItem) -> Result<(), St
             &item.provenance.as_str(),
             &item.kind.as_str(),
             &serde_json::to_string(item)?,
-            &ts(&item.created_at),
-            &ts(&item.updated_at),
+            &stamp(item.created_at),
+            &stamp(item.updated_at),
         ],
     )?;
     Ok(())
@@ -728,7 +724,7 @@ impl Store for PgStore {
             c.execute(
                 "INSERT INTO memory_projection (id, text, written_at) VALUES (1, $1, $2)
                  ON CONFLICT (id) DO UPDATE SET text = excluded.text, written_at = excluded.written_at",
-                &[&text, &ts(&Utc::now())],
+                &[&text, &now()],
             )?;
             Ok(())
         })
