@@ -22,6 +22,10 @@
 # software there (about 180 lines a step, in attest and the floors alike),
 # where this CPU has SHA instructions.
 #
+# Also printed: the distinct 4 KiB pages of code those lines lie on. On a
+# VM whose page mappings go cold while it idles, each page a step touches
+# after the wait costs microseconds (docs/benchmarks.md, 2026-12-07 22:00).
+#
 # Usage: scripts/bench-footprint.sh [STEPS [CLIENTS]]   (default: 40 "blocking reqwest")
 # Set ATTEST_BENCH_FOOTPRINT_CRATES=N to list the N crates with the most
 # lines in attest's step beside the floors' (default 0: none).
@@ -88,7 +92,8 @@ def footprint(prefix):
         joined = {}
         for lines, _ in parts[start:start + per]:
             joined.update(lines)
-        rows.append((len(joined), sum(t for _, t in parts[start:start + per])))
+        pages = len({(obj, line // 64) for obj, line in joined})
+        rows.append((len(joined), sum(t for _, t in parts[start:start + per]), pages))
         if start == middle[len(middle) // 2]:
             crates = collections.Counter(crate_of(fn) for fn in joined.values())
     return rows, crates
@@ -97,9 +102,10 @@ def footprint(prefix):
 def show(name, rows):
     lines = [r[0] for r in rows]
     instr = [r[1] for r in rows]
+    pages = [r[2] for r in rows]
     print(f"{name:<16} {statistics.median(lines):>8.0f} {min(lines):>6}–{max(lines):<6} "
-          f"{statistics.median(lines) * 64 / 1024:>7.0f} {statistics.median(instr):>13,.0f}",
-          flush=True)
+          f"{statistics.median(lines) * 64 / 1024:>7.0f} {statistics.median(pages):>6.0f} "
+          f"{statistics.median(instr):>13,.0f}", flush=True)
 
 
 with tempfile.TemporaryDirectory() as root:
@@ -113,7 +119,7 @@ with tempfile.TemporaryDirectory() as root:
     assert done["type"] == "done" and done["state"] == "completed", (done, run.stderr[-2000:])
     template = f"{ws}/.attest/attest.db"
 
-    print(f"{'binary':<16} {'lines/step':>8} {'range':>13} {'KiB':>7} {'instructions':>13}")
+    print(f"{'binary':<16} {'lines/step':>8} {'range':>13} {'KiB':>7} {'pages':>6} {'instructions':>13}")
     results = {"attest": footprint(f"{root}/attest.cg")}
     show("attest", results["attest"][0])
     for client in clients:
