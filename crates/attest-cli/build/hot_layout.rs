@@ -7,12 +7,15 @@
 //! ended up with about 14 MB of code resident, more than half its peak RSS.
 //! Grouped, the same functions keep about half of that resident.
 //!
-//! `hot-functions.txt` lists them as section-name patterns: mangled symbol
-//! names with the parts that change from build to build — the legacy
-//! mangling's hash (`17h…E`) and LTO's numbered copies (`.123`) — replaced
-//! by `*`. A pattern that matches nothing costs nothing; a function missing
-//! from the list stays where the linker would have put it. So a stale list
-//! loses some of the gain and never breaks a build.
+//! The functions every step runs come first, by exact mangled name, so that
+//! a step touches as few pages of code as it can: behind a slow model each
+//! is cold again at every step. Then come all the run's functions as
+//! section-name patterns: mangled names with the parts that change from
+//! build to build — the legacy mangling's hash (`17h…E`) and LTO's numbered
+//! copies (`.123`) — replaced by `*`. The linker places a function by the
+//! first entry it matches. An entry that matches nothing costs nothing; a
+//! function missing from the list stays where the linker would have put it.
+//! So a stale list loses some of the gain and never breaks a build.
 //! `scripts/hot-functions.sh` regenerates it.
 //!
 //! Shared by `build.rs` and `tests/hot_layout.rs` (`#[path]`), so the code
