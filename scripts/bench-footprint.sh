@@ -24,7 +24,8 @@
 #
 # Also printed: the distinct 4 KiB pages of code those lines lie on. On a
 # VM whose page mappings go cold while it idles, each page a step touches
-# after the wait costs microseconds (docs/benchmarks.md, 2026-12-07 22:00).
+# after the wait costs microseconds (docs/benchmarks.md, "An Intel VM
+# where every page is cold after the wait").
 #
 # Usage: scripts/bench-footprint.sh [STEPS [CLIENTS]]   (default: 40 "blocking reqwest")
 # Set ATTEST_BENCH_FOOTPRINT_CRATES=N to list the N crates with the most
