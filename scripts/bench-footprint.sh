@@ -51,7 +51,7 @@ top_crates = int(os.environ.get("ATTEST_BENCH_FOOTPRINT_CRATES", "0"))
 os.environ.pop("ATTEST_BENCH_MODEL_LATENCY_MS", None)
 CALLGRIND = ["valgrind", "--tool=callgrind", "--dump-instr=yes", "--dump-line=no",
              "--compress-pos=no", "--compress-strings=no",
-             "--dump-before=*SqliteStore*as*Store*append_all*"]
+             bench_setup.STEP_CUT]
 
 
 def part(path):

@@ -10,6 +10,13 @@ import subprocess
 import time
 
 
+# Callgrind's option that starts a new part of its output at each call of
+# the store's `append_all`: a run calls it a fixed number of times a step,
+# so the parts in the middle of a run are its steps (bench-footprint.sh,
+# hot-functions.sh).
+STEP_CUT = "--dump-before=*SqliteStore*as*Store*append_all*"
+
+
 def prepare(root, steps):
     """Makes, under `root`, `ws/data/f0000.txt`… (one small file per step),
     the user's own config in `home/` (trusted, unlike the machine's: a

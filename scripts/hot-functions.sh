@@ -59,7 +59,7 @@ for wire in ["openai", "anthropic"]:
         srv, url = bench_setup.start_server(server, wire, stream == "1", steps, srv_out)
         # Plain names in every part file, and a new part at each append.
         cmd = ["valgrind", "--tool=callgrind", "--demangle=no", "--compress-strings=no",
-               "--dump-before=*SqliteStore*as*Store*append_all*",
+               bench_setup.STEP_CUT,
                f"--callgrind-out-file={out}/callgrind.{wire}{stream}",
                *bench_setup.run_args(attest, wire, stream == "1", url, steps, ws)]
         run = subprocess.run(cmd, capture_output=True, text=True, env=env)
